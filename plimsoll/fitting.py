@@ -1,0 +1,278 @@
+"""Fitting a conversation into a per-request token budget.
+
+Every stage chooses the same two things: where the kept part of the history starts (``keep_from``: everything
+between the first message and it is left out) and which tool results are sent as a short note instead of their
+content (``cleared``). The stages differ only in what they may choose:
+
+1. ``cleared_results``: keep every message; clear the oldest eligible results, in batches of four;
+2. ``user_turns``: keep the first message, a truncation note and the newest whole user turns;
+3. ``tool_rounds``: keep the first message (the note appended) and the newest whole tool rounds.
+
+Stages 2 and 3 clear every eligible result of what they keep. A cut always falls before a user turn or before
+an assistant message, so a tool call and its result are kept or left out together.
+
+Planning needs only :class:`~plimsoll.messages.Outline` s (no message bodies); :func:`apply_plan` builds the
+request from the plan.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from itertools import accumulate
+from typing import Any, Literal
+
+from plimsoll.estimate import Profile, count_tokens
+from plimsoll.history import History, from_messages, from_outlines
+from plimsoll.messages import BLOCK_OVERHEAD, Message, Outline, estimate_message
+from plimsoll.notices import CLEARED_RESULT_NOTE, TRUNCATION_NOTE
+from plimsoll.profiles import get_profile
+
+Stage = Literal["as_is", "cleared_results", "user_turns", "tool_rounds"]
+BATCH = 4  # results are cleared four at a time, so the request prefix changes only once every few calls
+ADAPTIVE_SHARE = 8  # an adaptive batch also frees at least budget // ADAPTIVE_SHARE tokens
+Batching = Literal["four", "adaptive"]
+KEEP_SHARE = 4  # the newest results within budget // KEEP_SHARE stay whole (always at least one)
+ELIGIBLE_FACTOR = 2  # a result under twice the note's size is left alone: clearing it would save next to nothing
+
+
+class DoesNotFit(Exception):
+    """Even the smallest request we may send (the first message, the note and the newest round) is over budget."""
+
+    def __init__(self, needed: int, budget: int) -> None:
+        super().__init__(f"the smallest possible request needs {needed} tokens; the budget is {budget}")
+        self.needed = needed
+        self.budget = budget
+
+
+@dataclass(frozen=True)
+class Plan:
+    stage: Stage
+    tokens: int  # estimated tokens of the request, overhead included
+    keep_from: int  # index of the first stored message kept after the first one
+    cleared: tuple[str, ...]  # tool_use_ids whose results are replaced by the note
+    cleared_in: tuple[int, ...]  # indices of the messages that carry them
+    note: Literal["none", "message", "appended"]
+
+    @property
+    def dropped(self) -> int:
+        return self.keep_from - 1
+
+    def kept(self, total: int) -> list[int]:
+        """Indices of the stored messages this plan sends (whole or with results cleared)."""
+        return [0, *range(self.keep_from, total)] if total else []
+
+
+@dataclass(frozen=True)
+class Fit:
+    messages: list[dict[str, Any]]
+    stage: Stage
+    tokens: int
+    cleared: tuple[str, ...]
+    dropped: int
+
+
+@dataclass(frozen=True)
+class _NoteCosts:
+    cleared_result: int  # content tokens of a cleared result
+    note_message: int  # the assistant message carrying the truncation note (stage 2)
+    note_block: int  # the note as a block appended to the first message (stage 3)
+
+
+@cache
+def _note_costs(profile: Profile) -> _NoteCosts:
+    return _NoteCosts(
+        cleared_result=count_tokens(CLEARED_RESULT_NOTE, profile),
+        note_message=estimate_message(_note_message(), profile),
+        note_block=BLOCK_OVERHEAD + count_tokens(TRUNCATION_NOTE, profile),
+    )
+
+
+def _note_message() -> dict[str, Any]:
+    return {"role": "assistant", "content": [{"type": "text", "text": TRUNCATION_NOTE}]}
+
+
+def _protected_from(results: Sequence[tuple[int, int, str]], budget: int) -> int:
+    """Index into ``results`` of the oldest result that stays whole because it is among the newest."""
+    if not results:
+        return 0
+    allowance = budget // KEEP_SHARE
+    start = len(results) - 1
+    used = results[start][1]
+    while start > 0 and used + results[start - 1][1] <= allowance:
+        start -= 1
+        used += results[start][1]
+    return start
+
+
+def _batch_end(savings: Sequence[int], count: int, budget: int, batching: Batching) -> int:
+    """How many of the oldest eligible results to clear: the end of the batch holding the ``count``-th one.
+
+    Batch ends depend only on the results themselves, never on how far the history has grown since, so the same
+    set stays cleared over several calls. ``"four"``: every fourth result. ``"adaptive"``: a batch also frees at
+    least ``budget // ADAPTIVE_SHARE`` tokens, so with small results one change of the prefix serves many calls.
+    """
+    if batching == "four":
+        return min(len(savings), -(-count // BATCH) * BATCH)
+    quantum = budget // ADAPTIVE_SHARE
+    size = freed = 0
+    for end, saving in enumerate(savings, start=1):
+        size += 1
+        freed += saving
+        if size >= BATCH and freed >= quantum:
+            if end >= count:
+                return end
+            size = freed = 0
+    return len(savings)
+
+
+def _round_cuts(length: int) -> list[int]:
+    """Where stage 3 may cut: before every fourth round counted from the first (so the kept part keeps its start
+    over several calls, as clearing does), and before the last round, the smallest request we can send."""
+    last_round = length - 2 if length % 2 == 0 else length - 1  # the newest assistant message
+    last_round = last_round if last_round % 2 else last_round - 1
+    cuts = list(range(1 + 2 * BATCH, last_round, 2 * BATCH))
+    return [*cuts, last_round] if last_round > 1 else cuts
+
+
+def plan_history(
+    history: History, budget: int, *, profile: Profile, overhead: int = 0, batching: Batching = "four"
+) -> Plan:
+    """Decide what to send. Raises :class:`DoesNotFit` when nothing we may send fits in ``budget``."""
+    tokens = history.tokens
+    total = overhead + sum(tokens)
+    if total <= budget:
+        return Plan("as_is", total, 1, (), (), "none")
+    note = _note_costs(profile)
+    results = history.results
+    smallest = ELIGIBLE_FACTOR * note.cleared_result
+    eligible = [r for r in results[: _protected_from(results, budget)] if r[1] >= smallest]
+    savings = [size - note.cleared_result for _, size, _ in eligible]
+    saved = list(accumulate(savings, initial=0))
+
+    # Stage 1: the fewest batches of the oldest eligible results that bring the request within budget.
+    if total - saved[-1] <= budget:
+        count = _batch_end(savings, bisect_left(saved, total - budget), budget, batching)
+        return _plan("cleared_results", total - saved[count], 1, eligible[:count], "none")
+
+    # Stages 2 and 3: the smallest cut that fits, every eligible result of the kept part cleared.
+    net = tokens.copy()
+    for (index, _, _), saving in zip(eligible, savings, strict=True):
+        net[index] -= saving
+    tail = [*reversed(list(accumulate(reversed(net)))), 0]  # tail[c]: tokens of messages[c:], cleared
+    head = overhead + tokens[0]
+    needed = total
+    for stage, placement, extra, cuts in (
+        ("user_turns", "message", note.note_message, [c for c in history.turn_starts if c > 1]),
+        ("tool_rounds", "appended", note.note_block, _round_cuts(len(tokens))),
+    ):
+        for cut in cuts:
+            size = head + extra + tail[cut]
+            needed = min(needed, size)
+            if size <= budget:
+                kept = eligible[bisect_left(eligible, (cut,)) :]
+                return _plan(stage, size, cut, kept, placement)  # type: ignore[arg-type]
+    raise DoesNotFit(needed, budget)
+
+
+def _plan(
+    stage: Stage,
+    tokens: int,
+    keep_from: int,
+    cleared: list[tuple[int, int, str]],
+    note: Literal["none", "message", "appended"],
+) -> Plan:
+    return Plan(
+        stage,
+        tokens,
+        keep_from,
+        tuple(rid for _, _, rid in cleared),
+        tuple(sorted({i for i, _, _ in cleared})),
+        note,
+    )
+
+
+def plan(
+    outlines: Sequence[Outline],
+    budget: int,
+    *,
+    profile: str | Profile = "claude",
+    overhead: int = 0,
+    batching: Batching = "four",
+) -> Plan:
+    """Plan a request from stored outlines, without the message bodies (see :func:`apply_plan`)."""
+    return plan_history(
+        from_outlines(outlines), budget, profile=get_profile(profile), overhead=overhead, batching=batching
+    )
+
+
+def apply_plan(messages: Sequence[Message], chosen: Plan) -> list[dict[str, Any]]:
+    """Build the request that ``chosen`` describes. New dicts where something changed; the input is untouched."""
+    if not messages:
+        return []
+    first: Any = messages[0]
+    if chosen.note == "appended":
+        first = _with_note(first)
+    request: list[Any] = [first]
+    if chosen.note == "message":
+        request.append(_note_message())
+    offset = len(request) - chosen.keep_from
+    request.extend(messages[chosen.keep_from :])
+    cleared = set(chosen.cleared)
+    for index in chosen.cleared_in:
+        request[index + offset] = _with_results_cleared(messages[index], cleared)
+    return request
+
+
+def _cleared_block(block: Mapping[str, Any]) -> dict[str, Any]:
+    cleared = {"type": "tool_result", "tool_use_id": block["tool_use_id"], "content": CLEARED_RESULT_NOTE}
+    if "is_error" in block:
+        cleared["is_error"] = block["is_error"]
+    return cleared
+
+
+def _with_results_cleared(message: Message, cleared: set[str]) -> dict[str, Any]:
+    content = message["content"]
+    changed = dict(message)
+    if len(content) == 1 and "is_error" not in content[0]:  # the usual: one result, which is cleared
+        changed["content"] = [
+            {"type": "tool_result", "tool_use_id": content[0]["tool_use_id"], "content": CLEARED_RESULT_NOTE}
+        ]
+    elif len(content) == 1:
+        changed["content"] = [_cleared_block(content[0])]
+    else:
+        changed["content"] = [
+            _cleared_block(b) if b["type"] == "tool_result" and b["tool_use_id"] in cleared else b for b in content
+        ]
+    return changed
+
+
+def _with_note(message: Message) -> dict[str, Any]:
+    content = message["content"]
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    return {**message, "content": [*blocks, {"type": "text", "text": TRUNCATION_NOTE}]}
+
+
+def fit(
+    messages: Sequence[Message],
+    budget: int,
+    *,
+    estimates: Sequence[int] | None = None,
+    profile: str | Profile = "claude",
+    overhead: int = 0,
+    batching: Batching = "four",
+) -> Fit:
+    """Fit ``messages`` into ``budget`` tokens, ``overhead`` (the system prompt and tool schemas) included.
+
+    With ``estimates`` (one per message, as stored) nothing is re-estimated.
+    """
+    if budget <= 0:
+        raise ValueError(f"the budget must be positive, got {budget}")
+    if estimates is not None and len(estimates) != len(messages):
+        raise ValueError(f"got {len(estimates)} estimates for {len(messages)} messages")
+    chosen_profile = get_profile(profile)
+    history = from_messages(messages, estimates, chosen_profile)
+    chosen = plan_history(history, budget, profile=chosen_profile, overhead=overhead, batching=batching)
+    return Fit(apply_plan(messages, chosen), chosen.stage, chosen.tokens, chosen.cleared, chosen.dropped)
