@@ -1,0 +1,229 @@
+"""The deterministic agent: what the emulated model answers. Stateless like a real model, it decides only
+from the request it is sent.
+
+- Its instruction is the first user message. The documents to read are the names in backticks there, in order;
+  with none, it calls ``list_documents`` first and reads every document listed.
+- It calls ``read_document`` once per turn, in order, and in the same message writes a NOTE line for every
+  document whose result it can see and has not noted yet (notes in earlier assistant messages count). A NOTE
+  carries facts only a real read gives: length, a sha256 prefix and the first 30 characters.
+- A result under 500 characters containing the word "cleared" has been cleared. A document it still needs a
+  note for whose result is cleared or gone is read again.
+- With every document noted it answers ``REPORT: <n> documents`` and the NOTE lines, in order.
+- Given a ``delegate`` tool and more than ``delegate_group`` documents, it hands out groups in parallel calls
+  instead and, once every group has answered, reports their notes together.
+- Space-anxious: if its instructions lack the safety net ("cleared automatically") and the request already
+  passes a quarter of the context budget the system prompt states, it stops early to save space.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from emulator.conversation import Conversation, Message, message_text, tool_result_texts
+
+LIST_DOCUMENTS = "list_documents"
+READ_DOCUMENT = "read_document"
+DELEGATE = "delegate"
+
+SAFETY_NET_PHRASE = "cleared automatically"
+CLEARED_MAX_CHARS = 500
+
+_DOCUMENT_NAME = re.compile(r"`([^`\n]+)`")
+_NOTE_LINE = re.compile(r'^NOTE (?P<name>.+?): (?:\d+ chars, sha256 [0-9a-f]{12}, starts ".*"|unreadable, error ".*")$')
+_CLEARED_WORD = re.compile(r"\bcleared\b", re.IGNORECASE)
+_BUDGET = re.compile(r"context budget[^0-9]{0,20}([0-9][0-9,_]*) tokens", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AgentTurn:
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+    @property
+    def stop_reason(self) -> str:
+        return "tool_use" if self.tool_calls else "end_turn"
+
+
+@dataclass(frozen=True)
+class _Result:
+    call: ToolCall
+    text: str
+    is_error: bool
+
+
+def note_line(name: str, text: str) -> str:
+    """The note the agent writes after reading ``text`` as document ``name``."""
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    return f'NOTE {name}: {len(text)} chars, sha256 {digest}, starts "{_opening(text)}"'
+
+
+def error_note_line(name: str, error_text: str) -> str:
+    return f'NOTE {name}: unreadable, error "{_opening(error_text)}"'
+
+
+def delegate_task(names: list[str]) -> str:
+    listed = ", ".join(f"`{name}`" for name in names)
+    return f"Read these documents and report a NOTE line for each: {listed}."
+
+
+def decide(conversation: Conversation, *, input_tokens: int, anxious: bool, delegate_group: int) -> AgentTurn:
+    """The agent's next message for this request."""
+    instruction = _instruction(conversation.messages)
+    tools = conversation.tool_names
+    if READ_DOCUMENT not in tools and DELEGATE not in tools:
+        return AgentTurn(f"I have no tool to read documents. Your message has {len(instruction)} characters.")
+    seen = _Seen.of(conversation.messages)
+    stop_early = anxious and _space_anxious(conversation.system_text, instruction, input_tokens)
+
+    names = _unique(_DOCUMENT_NAME.findall(instruction))
+    if not names and LIST_DOCUMENTS in tools:
+        listing = seen.latest_result(LIST_DOCUMENTS)
+        if listing is None:
+            if stop_early:
+                return _stopping(0, 0, [])
+            return AgentTurn("", [ToolCall(LIST_DOCUMENTS, {})])
+        try:
+            names = _listed_names(listing)
+        except ValueError as exc:
+            return AgentTurn(f"I could not read the list of documents: {exc}")
+
+    if DELEGATE in tools and (len(names) > delegate_group or READ_DOCUMENT not in tools):
+        return _delegating(names, seen, delegate_group, stop_early)
+    return _reading(names, seen, stop_early)
+
+
+def _reading(names: list[str], seen: _Seen, stop_early: bool) -> AgentTurn:
+    notes = dict(seen.notes)
+    new_notes = []
+    for name in names:
+        result = seen.document_results.get(name)
+        if name not in notes and result is not None:
+            line = error_note_line(name, result.text) if result.is_error else note_line(name, result.text)
+            notes[name] = line
+            new_notes.append(line)
+    unread = [name for name in names if name not in notes]
+    if not unread:
+        return AgentTurn("\n".join([f"REPORT: {len(names)} documents", *(notes[name] for name in names)]))
+    if stop_early:
+        return _stopping(len(names) - len(unread), len(names), new_notes)
+    return AgentTurn("\n".join(new_notes), [ToolCall(READ_DOCUMENT, {"name": unread[0]})])
+
+
+def _delegating(names: list[str], seen: _Seen, group_size: int, stop_early: bool) -> AgentTurn:
+    tasks = [delegate_task(names[start : start + group_size]) for start in range(0, len(names), group_size)]
+    answers = {
+        result.call.input.get("task"): result.text
+        for result in seen.results
+        if result.call.name == DELEGATE and result.call.input.get("task") in tasks
+    }
+    waiting = [task for task in tasks if task not in answers]
+    if not waiting:
+        lines = [f"REPORT: {len(names)} documents"]
+        for task in tasks:
+            lines.extend(line for line in answers[task].splitlines() if not line.startswith("REPORT:"))
+        return AgentTurn("\n".join(lines))
+    if stop_early:
+        return _stopping(0, len(names), [])
+    text = f"Delegating {len(waiting)} groups of up to {group_size} documents."
+    return AgentTurn(text, [ToolCall(DELEGATE, {"task": task}) for task in waiting])
+
+
+def _stopping(done: int, total: int, new_notes: list[str]) -> AgentTurn:
+    text = f"I have read {done} of {total} documents and I am stopping here to save space in the context."
+    return AgentTurn("\n".join([text, *new_notes]))
+
+
+def _space_anxious(system: str, instruction: str, input_tokens: int) -> bool:
+    if SAFETY_NET_PHRASE in f"{system}\n{instruction}".lower():
+        return False
+    budget = _BUDGET.search(system)
+    if budget is None:
+        return False
+    return input_tokens > int(re.sub(r"[,_]", "", budget.group(1))) / 4
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What the request shows: the results still whole, and the notes already written."""
+
+    results: list[_Result]
+    notes: dict[str, str]
+
+    @classmethod
+    def of(cls, messages: list[Message]) -> _Seen:
+        calls: dict[str, ToolCall] = {}
+        results: list[_Result] = []
+        notes: dict[str, str] = {}
+        for message in messages:
+            if message["role"] == "assistant":
+                for line in message_text(message).splitlines():
+                    match = _NOTE_LINE.match(line)
+                    if match:
+                        notes.setdefault(match["name"], line)
+                for block in message["content"]:
+                    if block["type"] == "tool_use":
+                        calls[block["id"]] = ToolCall(block["name"], block["input"])
+                continue
+            for block in message["content"]:
+                if block["type"] != "tool_result" or block["tool_use_id"] not in calls:
+                    continue
+                text = "".join(tool_result_texts(block))
+                if not _is_cleared(text):
+                    results.append(_Result(calls[block["tool_use_id"]], text, bool(block.get("is_error"))))
+        return cls(results=results, notes=notes)
+
+    @property
+    def document_results(self) -> dict[str, _Result]:
+        """The latest visible read of each document."""
+        return {
+            result.call.input["name"]: result
+            for result in self.results
+            if result.call.name == READ_DOCUMENT and isinstance(result.call.input.get("name"), str)
+        }
+
+    def latest_result(self, tool: str) -> _Result | None:
+        matching = [result for result in self.results if result.call.name == tool]
+        return matching[-1] if matching else None
+
+
+def _instruction(messages: list[Message]) -> str:
+    for message in messages:
+        if message["role"] == "user":
+            return message_text(message)
+    return ""
+
+
+def _is_cleared(text: str) -> bool:
+    return len(text) < CLEARED_MAX_CHARS and _CLEARED_WORD.search(text) is not None
+
+
+def _listed_names(listing: _Result) -> list[str]:
+    if listing.is_error:
+        raise ValueError(_opening(listing.text))
+    try:
+        entries = json.loads(listing.text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"it is not JSON ({exc.msg})") from exc
+    if not isinstance(entries, list) or not all(
+        isinstance(entry, dict) and isinstance(entry.get("name"), str) for entry in entries
+    ):
+        raise ValueError('it is not a JSON array of objects with a "name"')
+    return _unique([entry["name"] for entry in entries])
+
+
+def _unique(names: list[str]) -> list[str]:
+    return list(dict.fromkeys(names))
+
+
+def _opening(text: str) -> str:
+    return " ".join(text.split())[:30]

@@ -1,0 +1,124 @@
+"""The emulator's settings, fixed at start and changeable at run time through the admin API."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# What a fault can be: an HTTP 429 with retry-after, Anthropic's 529 overloaded_error (503 on the OpenAI
+# route), a 500 api_error, or a connection dropped in the middle of the response.
+FAULT_KINDS = ("429", "529", "500", "drop")
+# A scripted fault list may also say "none": that request is served normally.
+NO_FAULT = "none"
+
+
+class ConfigError(ValueError):
+    """A setting has the wrong type or is out of range."""
+
+
+@dataclass(frozen=True)
+class FaultConfig:
+    """Which model requests fail, and how.
+
+    ``script`` is served first, one entry per request ("the next 2 requests get 429" is ``("429", "429")``);
+    after it runs out, each request fails with probability ``rate``, its kind drawn from ``kinds``. The draws
+    come from a generator seeded with ``seed``, so the same requests see the same faults.
+    """
+
+    rate: float = 0.0
+    kinds: tuple[str, ...] = ("429",)
+    script: tuple[str, ...] = ()
+    retry_after_seconds: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.rate <= 1.0:
+            raise ConfigError(f"faults.rate must be between 0 and 1, not {self.rate}")
+        if not self.kinds or any(kind not in FAULT_KINDS for kind in self.kinds):
+            raise ConfigError(f"faults.kinds must be a non-empty list drawn from {list(FAULT_KINDS)}")
+        if any(kind not in (*FAULT_KINDS, NO_FAULT) for kind in self.script):
+            raise ConfigError(f"faults.script entries must be one of {[*FAULT_KINDS, NO_FAULT]}")
+        if not (math.isfinite(self.retry_after_seconds) and self.retry_after_seconds >= 0):
+            raise ConfigError("faults.retry_after_seconds must be a number >= 0")
+
+
+@dataclass(frozen=True)
+class EmulatorConfig:
+    """Everything the emulator can be told. ``api_key=None`` accepts any key."""
+
+    limit: int = 1_000_000
+    tokenizer: str = "cl100k"
+    min_cacheable_tokens: int = 1024
+    cache_ttl_seconds: float = 300.0
+    cache_lookback_blocks: int = 20
+    faults: FaultConfig = field(default_factory=FaultConfig)
+    latency_seconds: float = 0.0
+    anxious: bool = False
+    delegate_group: int = 10
+    api_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.limit < 1:
+            raise ConfigError(f"limit must be at least 1, not {self.limit}")
+        if self.min_cacheable_tokens < 0:
+            raise ConfigError("min_cacheable_tokens must be >= 0")
+        if not (math.isfinite(self.cache_ttl_seconds) and self.cache_ttl_seconds > 0):
+            raise ConfigError("cache_ttl_seconds must be a number > 0")
+        if self.cache_lookback_blocks < 1:
+            raise ConfigError("cache_lookback_blocks must be at least 1")
+        if not (math.isfinite(self.latency_seconds) and self.latency_seconds >= 0):
+            raise ConfigError("latency_seconds must be a number >= 0")
+        if self.delegate_group < 1:
+            raise ConfigError("delegate_group must be at least 1")
+
+    def updated(self, changes: Mapping[str, Any]) -> EmulatorConfig:
+        """A copy with ``changes`` applied, as sent to ``POST /v1/emulator/config``. ``faults`` may be
+        given partially: the fields it leaves out keep their values."""
+        known = {f.name: f for f in dataclasses.fields(self)}
+        values: dict[str, Any] = {}
+        for name, value in changes.items():
+            if name not in known:
+                raise ConfigError(f"unknown setting {name!r}; known: {sorted(known)}")
+            if name == "faults":
+                values[name] = _updated_faults(self.faults, value)
+            else:
+                values[name] = _checked(name, value, known[name].type)
+        return dataclasses.replace(self, **values)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _updated_faults(current: FaultConfig, value: object) -> FaultConfig:
+    if not isinstance(value, Mapping):
+        raise ConfigError("faults must be an object")
+    known = {f.name: f for f in dataclasses.fields(current)}
+    values: dict[str, Any] = {}
+    for name, item in value.items():
+        if name not in known:
+            raise ConfigError(f"unknown fault setting {name!r}; known: {sorted(known)}")
+        values[name] = _checked(f"faults.{name}", item, known[name].type)
+    return dataclasses.replace(current, **values)
+
+
+def _checked(name: str, value: object, annotation: object) -> object:
+    """``value`` converted to the field's type, or a ConfigError. Annotations are strings here (postponed
+    evaluation), so they are matched by name."""
+    expected = str(annotation)
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if expected == "bool" and isinstance(value, bool):
+        return value
+    if expected == "int" and number and isinstance(value, int):
+        return value
+    if expected == "float" and number and isinstance(value, int | float):
+        return float(value)
+    if expected == "str" and isinstance(value, str):
+        return value
+    if expected == "str | None" and (value is None or isinstance(value, str)):
+        return value
+    if expected == "tuple[str, ...]" and isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ConfigError(f"{name} must be of type {expected}, not {type(value).__name__}")
