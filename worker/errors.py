@@ -1,0 +1,219 @@
+"""Every way a model provider can fail, sorted into the four kinds the worker acts on.
+
+- ``TooLong``: the request does not fit the model's context. Retrying sends the same request and gets the
+  same answer, so it never is; the person gets a notice instead.
+- ``Transient``: rate limits, overload, server errors, timeouts, dropped connections. Worth a retry.
+- ``InvalidRequest``: the provider refused something we sent. Our bug.
+- ``AuthFailure``: the key is wrong or lacks permission. A configuration problem, also not retried.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import math
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import anthropic
+import httpx
+import httpx2
+import openai
+
+
+class ProviderError(Exception):
+    def __init__(self, message: str, *, status: int | None = None, provider: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.provider = provider
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, status={self.status!r}, provider={self.provider!r})"
+
+
+class TooLong(ProviderError):
+    """The model rejected the request as longer than its context window."""
+
+
+class Transient(ProviderError):
+    def __init__(
+        self, message: str, *, status: int | None = None, provider: str, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, status=status, provider=provider)
+        self.retry_after = retry_after
+
+
+class InvalidRequest(ProviderError):
+    """The provider refused the request for a reason other than its length."""
+
+
+class AuthFailure(ProviderError):
+    """The provider did not accept our credentials or permissions."""
+
+
+# How providers word "too long". Each pattern is matched case-insensitively against the error's message.
+_TOO_LONG_MESSAGES = [
+    # Anthropic: "prompt is too long: 208656 tokens > 200000 maximum" (also inside Bedrock's wrapper)
+    r"prompt is too long",
+    # Anthropic: "input length and `max_tokens` exceed context limit: 189136 + 20000 > 204648, ..."
+    r"input length and `?max_tokens`? exceed context limit",
+    # OpenAI chat and vLLM: "This model's maximum context length is 128000 tokens. However, ..."
+    r"maximum context length is \d+ tokens",
+    # OpenAI Responses: "Your input exceeds the context window of this model. ..."
+    r"exceeds the context window",
+    # Gemini: "The input token count (1200293) exceeds the maximum number of tokens allowed (1048576)."
+    r"input token count \(?\d+\)? exceeds the maximum number of tokens",
+    # Bedrock: "Input is too long for requested model."
+    r"input is too long for requested model",
+]
+_TOO_LONG_PATTERN = re.compile("|".join(f"(?:{pattern})" for pattern in _TOO_LONG_MESSAGES), re.IGNORECASE)
+_TOO_LONG_CODES = {"context_length_exceeded", "request_too_large"}
+
+_TRANSIENT_STATUSES = {408, 409, 425, 429}
+_TRANSIENT_KINDS = {
+    # Anthropic error types (also sent without a status inside a stream)
+    "overloaded_error",
+    "rate_limit_error",
+    "api_error",
+    "timeout_error",
+    # OpenAI
+    "server_error",
+    "rate_limit_exceeded",
+    "requests",
+    "tokens",
+    # Gemini statuses
+    "resource_exhausted",
+    "unavailable",
+    "internal",
+    "deadline_exceeded",
+    # Bedrock exceptions
+    "throttlingexception",
+    "serviceunavailableexception",
+    "internalserverexception",
+    "modelnotreadyexception",
+    "modeltimeoutexception",
+}
+_AUTH_STATUSES = {401, 403}
+_AUTH_KINDS = {
+    "authentication_error",
+    "permission_error",
+    "invalid_api_key",
+    "unauthenticated",
+    "permission_denied",
+    "accessdeniedexception",
+    "unrecognizedclientexception",
+}
+
+
+def classify(exc: BaseException, provider: str) -> ProviderError:
+    """The kind of failure ``exc`` is. SDK and httpx errors are mapped by status, payload and headers;
+    an exception that is none of these (a bug on our side of the call) counts as an InvalidRequest."""
+    if isinstance(exc, ProviderError):
+        return exc
+    if isinstance(exc, anthropic.APIStatusError | openai.APIStatusError):
+        body = exc.body if isinstance(exc.body, dict | str) else str(exc)
+        return classify_payload(exc.status_code, body, provider, exc.response.headers)
+    if isinstance(exc, anthropic.APIConnectionError | openai.APIConnectionError):
+        timed_out = isinstance(exc, anthropic.APITimeoutError | openai.APITimeoutError)
+        return Transient(f"{'timeout' if timed_out else 'connection error'}: {exc}", provider=provider)
+    if isinstance(exc, httpx.HTTPStatusError | httpx2.HTTPStatusError):
+        response = exc.response
+        return classify_payload(response.status_code, _response_body(response.text), provider, response.headers)
+    if isinstance(exc, httpx.TransportError | httpx2.TransportError | TimeoutError | ConnectionError):
+        return Transient(f"{type(exc).__name__}: {exc}", provider=provider)
+    return InvalidRequest(f"{type(exc).__name__}: {exc}", provider=provider)
+
+
+def classify_payload(
+    status: int | None,
+    body: dict[str, Any] | str,
+    provider: str,
+    headers: Mapping[str, str] | None = None,
+) -> ProviderError:
+    """The kind of failure an error response is, from its status (None inside a stream), its body (a
+    decoded JSON payload of any provider, or text) and its headers (for retry-after)."""
+    message, kinds = _message_and_kinds(body)
+    if _is_too_long(status, message, kinds):
+        return TooLong(message, status=status, provider=provider)
+    if status in _AUTH_STATUSES or (status is None and kinds & _AUTH_KINDS):
+        return AuthFailure(message, status=status, provider=provider)
+    transient_status = status is not None and (status in _TRANSIENT_STATUSES or status >= 500)
+    if transient_status or (status is None and kinds & _TRANSIENT_KINDS):
+        return Transient(message, status=status, provider=provider, retry_after=retry_after_seconds(headers))
+    return InvalidRequest(message, status=status, provider=provider)
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait, from ``retry-after-ms`` or else ``retry-after`` (seconds or an HTTP date)."""
+    if not headers:
+        return None
+    lowered = {name.lower(): value for name, value in headers.items()}
+    milliseconds = _number(lowered.get("retry-after-ms"))
+    if milliseconds is not None:
+        return milliseconds / 1000
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    seconds = _number(value)
+    if seconds is not None:
+        return seconds
+    parsed = email.utils.parsedate_tz(value)
+    if parsed is None:
+        return None
+    return max(0.0, email.utils.mktime_tz(parsed) - time.time())
+
+
+def _is_too_long(status: int | None, message: str, kinds: set[str]) -> bool:
+    if status == 413 or kinds & _TOO_LONG_CODES:
+        return True
+    return (status is None or 400 <= status < 500) and _TOO_LONG_PATTERN.search(message) is not None
+
+
+def _message_and_kinds(body: dict[str, Any] | str) -> tuple[str, set[str]]:
+    """The human message of an error payload and the lower-cased type/code/status names it carries.
+
+    Handles Anthropic ``{"type": "error", "error": {"type", "message"}}``, OpenAI ``{"error": {"message",
+    "type", "code"}}`` (or just the inner object, as the openai SDK keeps it), Gemini ``{"error": {"code",
+    "message", "status"}}``, Bedrock ``{"message"}`` with ``__type`` or ``{"Error": {"Code", "Message"}}``,
+    vLLM ``{"object": "error", "message", "type", "code"}``, and the OpenAI Responses ``response.failed``
+    event, whose ``response`` holds the error.
+    """
+    if isinstance(body, str):
+        return body, set()
+    response = body.get("response")  # an OpenAI Responses ``response.failed`` event holds the error here
+    payload: dict[str, Any] = response if isinstance(response, dict) else body
+    inner = payload.get("error") if isinstance(payload.get("error"), dict) else payload.get("Error")
+    error: dict[str, Any] = inner if isinstance(inner, dict) else payload
+    message = next(
+        (value for key in ("message", "Message") if isinstance(value := error.get(key), str)),
+        str(payload.get("message", payload)),
+    )
+    names = [error.get(key) for key in ("type", "code", "status", "Code", "__type")] + [payload.get("__type")]
+    kinds = {_exception_name(name) for name in names if isinstance(name, str)}
+    return message, kinds
+
+
+def _exception_name(name: str) -> str:
+    # Bedrock sends "com.amazonaws...#ValidationException:http://..." as well as the bare name.
+    return name.split("#")[-1].split(":")[0].lower()
+
+
+def _response_body(text: str) -> dict[str, Any] | str:
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        return text
+    return decoded if isinstance(decoded, dict) else text
+
+
+def _number(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) and number >= 0 else None

@@ -1,0 +1,73 @@
+"""What the worker does about a failed model request: one pure function from the kind of failure to an action.
+
+| failure                      | retry                  | job status       | notice for the person | Sentry |
+|------------------------------|------------------------|------------------|-----------------------|--------|
+| TooLong                      | never                  | needs_new_chat   | TOO_LONG_NOTICE       | no     |
+| Transient, attempts left     | after backoff          | (unchanged)      | none                  | no     |
+| Transient, attempts used up  | no                     | failed           | none                  | yes    |
+| InvalidRequest, AuthFailure  | never                  | failed           | none                  | yes    |
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from plimsoll.notices import too_long_notice
+from worker.errors import ProviderError, TooLong, Transient
+
+BACKOFF_BASE_SECONDS = 1.0
+BACKOFF_CAP_SECONDS = 60.0
+
+NEEDS_NEW_CHAT = "needs_new_chat"
+FAILED = "failed"
+
+_DEFAULT_RNG = random.Random()
+
+
+@dataclass(frozen=True)
+class Action:
+    retry: bool
+    delay: float | None
+    """Seconds to wait before the retry; None when not retrying."""
+    job_status: str | None
+    """The job's new status; None while it is being retried."""
+    notice: str | None
+    """What the person is told, if anything."""
+    report_to_sentry: bool
+
+
+def route(
+    error: ProviderError,
+    *,
+    attempt: int,
+    max_attempts: int,
+    rng: random.Random | None = None,
+    locale: str | None = None,
+) -> Action:
+    """The action after ``attempt`` (1 for the first try) of at most ``max_attempts`` failed with ``error``.
+    ``locale`` picks the language of the too-long notice (English by default)."""
+    if attempt < 1 or max_attempts < 1:
+        raise ValueError(f"attempt and max_attempts start at 1, got attempt={attempt}, max_attempts={max_attempts}")
+    if isinstance(error, TooLong):
+        return Action(
+            retry=False, delay=None, job_status=NEEDS_NEW_CHAT, notice=too_long_notice(locale), report_to_sentry=False
+        )
+    if isinstance(error, Transient) and attempt < max_attempts:
+        return Action(
+            retry=True,
+            delay=backoff_delay(attempt, error.retry_after, rng or _DEFAULT_RNG),
+            job_status=None,
+            notice=None,
+            report_to_sentry=False,
+        )
+    return Action(retry=False, delay=None, job_status=FAILED, notice=None, report_to_sentry=True)
+
+
+def backoff_delay(attempt: int, retry_after: float | None, rng: random.Random) -> float:
+    """Exponential backoff with full jitter (a uniform draw up to base * 2^(attempt-1), capped), but never
+    sooner than the provider's retry-after."""
+    doublings = min(attempt - 1, 32)  # the cap is reached long before; this keeps the power a float
+    ceiling = min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2.0**doublings)
+    jittered = rng.uniform(0.0, ceiling)
+    return max(jittered, retry_after) if retry_after is not None else jittered
