@@ -1,0 +1,67 @@
+"""The Anthropic adapter, on the official SDK."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+
+from worker.errors import classify
+from worker.providers.base import Reply, Usage, checked_reply
+from worker.providers.cache_breakpoints import with_cache_breakpoints
+
+PROVIDER = "anthropic"
+
+
+class AnthropicProvider:
+    def __init__(self, api_key: str, base_url: str | None = None, timeout: float = 600.0) -> None:
+        # Retries belong to the worker, which knows whether a failure is worth one.
+        self._client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+
+    def send(
+        self,
+        *,
+        model: str,
+        system: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        max_tokens: int,
+    ) -> Reply:
+        system_blocks, marked_messages, marked_tools = with_cache_breakpoints(
+            system=system, messages=messages, tools=tools
+        )
+        request: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": marked_messages}
+        if system_blocks:
+            request["system"] = system_blocks
+        if marked_tools:
+            request["tools"] = marked_tools
+        try:
+            message = self._client.messages.create(**request)
+        except anthropic.APIError as exc:
+            raise classify(exc, PROVIDER) from exc
+        return checked_reply(_reply(message), PROVIDER)
+
+
+def _reply(message: anthropic.types.Message) -> Reply:
+    usage = message.usage
+    return Reply(
+        content=[_block(block) for block in message.content],
+        stop_reason=message.stop_reason or "end_turn",
+        usage=Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_write_tokens=usage.cache_creation_input_tokens or 0,
+            cache_read_tokens=usage.cache_read_input_tokens or 0,
+        ),
+        model=message.model,
+    )
+
+
+def _block(block: anthropic.types.ContentBlock) -> dict[str, Any]:
+    if block.type == "text":
+        return {"type": "text", "text": block.text}
+    if block.type == "tool_use":
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": dict(block.input)}
+    # Other blocks (thinking, server tools) go back to the API as they came.
+    dumped: dict[str, Any] = block.model_dump(mode="json", exclude_none=True)
+    return dumped

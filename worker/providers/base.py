@@ -1,0 +1,59 @@
+"""What every model provider adapter offers: one call from a canonical request to a canonical reply."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from worker.errors import TooLong
+
+# Newer Anthropic models stop with this reason when the conversation fills the context window mid-reply.
+CONTEXT_WINDOW_EXCEEDED = "model_context_window_exceeded"
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int
+    """Input tokens billed at the full rate: neither written to nor read from the prompt cache."""
+    output_tokens: int
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+
+    @property
+    def total_input(self) -> int:
+        """Every input token of the request, cached or not."""
+        return self.input_tokens + self.cache_write_tokens + self.cache_read_tokens
+
+
+@dataclass(frozen=True)
+class Reply:
+    content: list[dict[str, Any]]
+    """Canonical (Anthropic-shaped) blocks: text and tool_use."""
+    stop_reason: str
+    """Canonical stop reason: end_turn, tool_use, max_tokens, stop_sequence, refusal, ..."""
+    usage: Usage
+    model: str
+
+
+class Provider(Protocol):
+    def send(
+        self,
+        *,
+        model: str,
+        system: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        max_tokens: int,
+    ) -> Reply:
+        """Send one request; raise a ``worker.errors.ProviderError`` subclass when it fails."""
+        ...
+
+
+def checked_reply(reply: Reply, provider: str) -> Reply:
+    """The reply, unless its stop reason says the context window was exceeded: that is a TooLong."""
+    if reply.stop_reason == CONTEXT_WINDOW_EXCEEDED:
+        raise TooLong(
+            f"the model stopped with {CONTEXT_WINDOW_EXCEEDED} after {reply.usage.total_input} input tokens",
+            provider=provider,
+        )
+    return reply
