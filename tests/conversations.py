@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 # Words in several scripts, so that results of the same length cost different numbers of tokens.
 WORDS = {
-    "en": "the river runs past the old mill where children play and the miller counts his sacks".split(),
-    "ru": "река течёт мимо старой мельницы где играют дети а мельник считает мешки".split(),
+    "en": ["the", "river", "runs", "past", "the", "old", "mill", "where", "children", "play", "and", "the"],
+    "ru": ["река", "течёт", "мимо", "старой", "мельницы", "где", "играют", "дети", "а", "мельник", "мешки"],
     "zh": list("河水流过老磨坊孩子们在那里玩耍磨坊主数着他的袋子"),
     "json": ['{"id":', "1024,", '"tags":', '["a",', '"b"],', '"ok":', "true},"],
 }

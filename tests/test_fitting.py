@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import itertools
 from typing import Any
 
 import pytest
@@ -73,10 +75,8 @@ def test_calls_and_results_stay_together_and_roles_alternate(case: tuple[list[di
 def test_the_stored_history_is_never_changed(case: tuple[list[dict[str, Any]], int, int]) -> None:
     messages, budget, overhead = case
     before = copy.deepcopy(messages)
-    try:
+    with contextlib.suppress(DoesNotFit):
         fit(messages, budget, overhead=overhead)
-    except DoesNotFit:
-        pass
     assert messages == before
 
 
@@ -239,7 +239,7 @@ def test_while_clearing_the_prefix_changes_at_most_once_every_four_calls(words: 
     size = estimate_message(tool_round(0, text_of("ru", words))[1])
     changes = prefix_changes("four", words, budget=size * results_per_budget, calls=40)
     assert changes, "the history should have outgrown the budget"
-    assert all(later - earlier >= 4 for earlier, later in zip(changes, changes[1:], strict=False))
+    assert all(later - earlier >= 4 for earlier, later in itertools.pairwise(changes))
 
 
 def test_adaptive_batches_change_the_prefix_less_often_with_small_results() -> None:
