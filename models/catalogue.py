@@ -1,0 +1,64 @@
+"""The models Plimsoll knows: provider, hard context limit, default per-request budget, estimate profile."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from plimsoll import PROFILES
+
+Provider = Literal["anthropic", "openai"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    provider: Provider
+    context_limit: int  # input + output tokens the model accepts in one request
+    default_budget: int  # input tokens per request Plimsoll plans for
+    profile: str  # the estimate profile of the model's tokenizer
+    max_output_tokens: int
+
+    @property
+    def max_budget(self) -> int:
+        """The largest input budget: the provider rejects input + max_tokens over the context limit."""
+        return self.context_limit - self.max_output_tokens
+
+    def __post_init__(self) -> None:
+        if self.provider not in ("anthropic", "openai"):
+            raise ValueError(f"model {self.name!r}: unknown provider {self.provider!r}")
+        if self.profile not in PROFILES:
+            raise ValueError(f"model {self.name!r}: unknown estimate profile {self.profile!r}")
+        if not 0 < self.default_budget <= self.max_budget:
+            raise ValueError(f"model {self.name!r}: the default budget must be within 1..{self.max_budget}")
+
+
+CATALOGUE: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        # The bundled emulator: Anthropic's wire format, counting with cl100k, the 1M limit of the write-up.
+        ModelSpec("plimsoll-emulator", "anthropic", 1_000_000, 400_000, "cl100k", 4_096),
+        ModelSpec("plimsoll-emulator-openai", "openai", 1_000_000, 400_000, "cl100k", 4_096),
+        ModelSpec("claude-sonnet-4-5", "anthropic", 200_000, 160_000, "claude", 16_000),
+        ModelSpec("claude-opus-4-1", "anthropic", 200_000, 160_000, "claude", 16_000),
+        ModelSpec("claude-haiku-4-5", "anthropic", 200_000, 160_000, "claude", 16_000),
+        ModelSpec("gpt-4.1", "openai", 1_047_576, 400_000, "o200k", 16_384),
+        ModelSpec("gpt-4o", "openai", 128_000, 100_000, "o200k", 16_384),
+    )
+}
+
+
+class UnknownModel(ValueError):
+    pass
+
+
+def model_spec(name: str, overrides: dict[str, dict[str, Any]] | None = None) -> ModelSpec:
+    """The catalogue entry for ``name``, with any overrides from the settings applied (an override may also
+    add a model: then it names every field)."""
+    override = (overrides or {}).get(name)
+    base = CATALOGUE.get(name)
+    if base is None and override is None:
+        raise UnknownModel(f"unknown model {name!r}; known: {', '.join(sorted({*CATALOGUE, *(overrides or {})}))}")
+    if base is None:
+        return ModelSpec(name=name, **(override or {}))
+    return replace(base, **override) if override else base

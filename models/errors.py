@@ -1,0 +1,9 @@
+"""Errors the data functions raise on bad input; the API turns them into 4xx answers."""
+
+
+class InvalidInput(ValueError):
+    """The request is well-formed but its content is not acceptable (maps to 422)."""
+
+
+class NotFound(LookupError):
+    """No such object for this tenant (maps to 404; another tenant's objects are not found either)."""

@@ -1,0 +1,56 @@
+"""Writing and reading a job's conversation. Messages are appended, never changed; each is stored with its token
+estimate and outline, computed once, so that planning a request needs no message bodies."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from models.tables import Job, Message
+from plimsoll import Outline, outline
+
+
+def append_messages(session: Session, job: Job, messages: Sequence[dict[str, Any]], *, step: int) -> list[Message]:
+    """Store ``messages`` after the job's last one. The (job, seq) key makes a second writer of the same
+    messages fail instead of storing them twice."""
+    next_seq = session.scalar(select(func.coalesce(func.max(Message.seq) + 1, 0)).where(Message.job_id == job.id))
+    rows = []
+    for offset, message in enumerate(messages):
+        shape = outline(message, job.profile)
+        rows.append(
+            Message(
+                job_id=job.id,
+                seq=int(next_seq or 0) + offset,
+                step=step,
+                role=message["role"],
+                content=message["content"],
+                token_estimate=shape.tokens,
+                outline=shape.to_dict(),
+            )
+        )
+    session.add_all(rows)
+    session.flush()
+    return rows
+
+
+def message_index(session: Session, job_id: int) -> list[Outline]:
+    """Every stored message's outline, in order: what planning a request needs, without the bodies."""
+    rows = session.execute(select(Message.outline).where(Message.job_id == job_id).order_by(Message.seq))
+    return [Outline.from_dict(data) for (data,) in rows]
+
+
+def message_bodies(session: Session, job_id: int, seqs: Iterable[int]) -> dict[int, dict[str, Any]]:
+    wanted = sorted(set(seqs))
+    if not wanted:
+        return {}
+    rows = session.execute(
+        select(Message.seq, Message.role, Message.content).where(Message.job_id == job_id, Message.seq.in_(wanted))
+    )
+    return {seq: {"role": role, "content": content} for seq, role, content in rows}
+
+
+def all_messages(session: Session, job_id: int) -> list[Message]:
+    return list(session.scalars(select(Message).where(Message.job_id == job_id).order_by(Message.seq)))

@@ -1,0 +1,113 @@
+"""Creating jobs and reading their progress."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from models.catalogue import UnknownModel, model_spec
+from models.documents import documents_of
+from models.errors import InvalidInput, NotFound
+from models.history import append_messages
+from models.settings import get_settings
+from models.tables import Job, JobDocument, JobKind, JobStatus, Step
+
+STRATEGIES = ("plimsoll", "original", "legacy")
+
+
+def opening_message(instruction: str, names: Sequence[str]) -> dict[str, Any]:
+    """The job's first user message: the instruction and the documents it may read, by name."""
+    text = instruction.strip()
+    if names:
+        text += f"\n\nDocuments ({len(names)}): " + ", ".join(f"`{name}`" for name in names)
+    return {"role": "user", "content": text}
+
+
+def create_job(
+    session: Session,
+    *,
+    tenant_id: int,
+    instruction: str,
+    document_ids: Sequence[int] = (),
+    model: str | None = None,
+    budget: int | None = None,
+    kind: str = JobKind.MAIN,
+    parent: Job | None = None,
+    parent_tool_use_id: str | None = None,
+    locale: str | None = None,
+    strategy: str = "plimsoll",
+    safety_net: bool = True,
+) -> Job:
+    """A queued job with its opening message stored. Every check happens before anything is written."""
+    settings = get_settings()
+    if not instruction.strip():
+        raise InvalidInput("the instruction is empty")
+    if len(instruction) > settings.max_instruction_chars:
+        raise InvalidInput(
+            f"the instruction has {len(instruction):,} characters; the limit is {settings.max_instruction_chars:,}"
+        )
+    if len(document_ids) > settings.max_documents_per_job:
+        raise InvalidInput(f"a job may read at most {settings.max_documents_per_job} documents")
+    if len(set(document_ids)) != len(document_ids):
+        raise InvalidInput("a document is listed twice")
+    if strategy not in STRATEGIES:
+        raise InvalidInput(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+    try:
+        spec = model_spec(model or settings.default_model, settings.models)
+    except UnknownModel as error:
+        raise InvalidInput(str(error)) from None
+    budget = spec.default_budget if budget is None else budget
+    if not 1_000 <= budget <= spec.max_budget:
+        raise InvalidInput(
+            f"the budget must be between 1,000 and {spec.max_budget:,} tokens for {spec.name} "
+            f"(its context limit of {spec.context_limit:,} less {spec.max_output_tokens:,} for the reply)"
+        )
+    documents = documents_of(session, tenant_id=tenant_id, ids=document_ids)
+    names = [d.name for d in documents]
+    if len(set(names)) != len(names):
+        raise InvalidInput("two documents of the job have the same name")
+    job = Job(
+        tenant_id=tenant_id,
+        kind=kind,
+        parent_id=parent.id if parent else None,
+        parent_tool_use_id=parent_tool_use_id,
+        instruction=instruction,
+        model=spec.name,
+        provider=spec.provider,
+        profile={"original": "simple", "legacy": "chars4"}.get(strategy, spec.profile),
+        budget=budget,
+        hard_limit=spec.context_limit,
+        max_output_tokens=spec.max_output_tokens,
+        locale=locale or settings.default_locale,
+        strategy=strategy,
+        safety_net=safety_net,
+        status=JobStatus.QUEUED,
+        calibration={},
+        documents=[JobDocument(document_id=d.id, position=i, name=d.name) for i, d in enumerate(documents)],
+    )
+    session.add(job)
+    session.flush()
+    append_messages(session, job, [opening_message(instruction, names)], step=0)
+    return job
+
+
+def job_of(session: Session, *, tenant_id: int, job_id: int) -> Job:
+    job = session.get(Job, job_id)
+    if job is None or job.tenant_id != tenant_id:
+        raise NotFound(f"no job with id {job_id}")
+    return job
+
+
+def last_step(session: Session, job_id: int) -> Step | None:
+    return session.scalar(select(Step).where(Step.job_id == job_id).order_by(Step.step.desc()).limit(1))
+
+
+def steps_of(session: Session, job_id: int) -> list[Step]:
+    return list(session.scalars(select(Step).where(Step.job_id == job_id).order_by(Step.step)))
+
+
+def children_of(session: Session, job_id: int) -> list[Job]:
+    return list(session.scalars(select(Job).where(Job.parent_id == job_id).order_by(Job.id)))

@@ -1,0 +1,194 @@
+"""The stored state of Plimsoll: tenants and their keys, documents, jobs, messages, steps and notices."""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+Json = JSON().with_variant(JSONB(), "postgresql")
+Id = BigInteger().with_variant(Integer(), "sqlite")  # SQLite autoincrements only INTEGER primary keys
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        datetime: DateTime(timezone=True),
+        dict[str, Any]: Json,
+        list[Any]: Json,
+        bool: Boolean,
+    }
+
+
+class JobStatus(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    NEEDS_NEW_CHAT = "needs_new_chat"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self not in (JobStatus.QUEUED, JobStatus.RUNNING)
+
+
+class JobKind(enum.StrEnum):
+    MAIN = "main"
+    SUBAGENT = "subagent"
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=now)
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 of the key; the key is never stored
+    label: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[datetime] = mapped_column(default=now)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Document(Base):
+    __tablename__ = "documents"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(255))
+    content: Mapped[str] = mapped_column(Text)
+    chars: Mapped[int] = mapped_column(Integer)
+    token_estimate: Mapped[int] = mapped_column(Integer)  # under the default ("claude") profile
+    created_at: Mapped[datetime] = mapped_column(default=now)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16), default=JobKind.MAIN)
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    parent_tool_use_id: Mapped[str | None] = mapped_column(String(128))  # the delegate call this job answers
+    instruction: Mapped[str] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(String(100))
+    provider: Mapped[str] = mapped_column(String(32))
+    profile: Mapped[str] = mapped_column(String(32))
+    budget: Mapped[int] = mapped_column(Integer)  # input tokens per request
+    hard_limit: Mapped[int] = mapped_column(Integer)  # the model's context limit
+    max_output_tokens: Mapped[int] = mapped_column(Integer)
+    locale: Mapped[str] = mapped_column(String(16), default="en")
+    # How requests are fitted: "plimsoll" (the three stages, the model's profile, calibration), or, to
+    # reproduce the published failures, "original" (the three stages, the simple by-script rule, no calibration)
+    # and "legacy" (cut only at user messages, characters / 4).
+    strategy: Mapped[str] = mapped_column(String(16), default="plimsoll")
+    safety_net: Mapped[bool] = mapped_column(default=True)  # tell the agent that old results are cleared
+    status: Mapped[str] = mapped_column(String(20), default=JobStatus.QUEUED, index=True)
+    step: Mapped[int] = mapped_column(Integer, default=0)  # steps completed
+    final_answer: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)  # as reported: uncached input
+    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_write_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    retries: Mapped[int] = mapped_column(Integer, default=0)  # transient failures retried
+    calibration: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=now)
+    updated_at: Mapped[datetime] = mapped_column(default=now, onupdate=now)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    documents: Mapped[list[JobDocument]] = relationship(
+        order_by="JobDocument.position", cascade="all, delete-orphan", lazy="selectin"
+    )
+
+    @property
+    def total_input_tokens(self) -> int:
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+
+class JobDocument(Base):
+    """A document a job may read, under the name the job knows it by."""
+
+    __tablename__ = "job_documents"
+
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    document_id: Mapped[int] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(255))
+
+    __table_args__ = (UniqueConstraint("job_id", "name", name="uq_job_documents_job_name"),)
+
+
+class Message(Base):
+    """One stored message of a job's conversation. Written once, never changed: the estimate and the outline
+    are computed when it is written."""
+
+    __tablename__ = "messages"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)  # 0, 1, 2, ... within the job
+    step: Mapped[int] = mapped_column(Integer)  # the step that wrote it (0: the instruction)
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[Any] = mapped_column(Json)  # a string or a list of content blocks, as the API takes it
+    token_estimate: Mapped[int] = mapped_column(Integer)
+    outline: Mapped[dict[str, Any]] = mapped_column()  # plimsoll.Outline.to_dict(): planning without the body
+    created_at: Mapped[datetime] = mapped_column(default=now)
+
+    __table_args__ = (UniqueConstraint("job_id", "seq", name="uq_messages_job_seq"),)
+
+
+class Step(Base):
+    """What one step sent and got back, compactly: why the request looked the way it did."""
+
+    __tablename__ = "steps"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    stage: Mapped[str] = mapped_column(String(20))
+    planning_budget: Mapped[int] = mapped_column(Integer)  # the budget after the calibration factor
+    calibration_factor: Mapped[float] = mapped_column()
+    estimated_tokens: Mapped[int] = mapped_column(Integer)
+    reported_input_tokens: Mapped[int | None] = mapped_column(Integer)  # input + cache write + cache read
+    cache_read_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cache_write_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    messages_sent: Mapped[int] = mapped_column(Integer)
+    cleared: Mapped[list[Any]] = mapped_column(default=list)  # tool_use_ids sent as the note
+    dropped: Mapped[int] = mapped_column(Integer, default=0)
+    stop_reason: Mapped[str | None] = mapped_column(String(40))
+    overhead_ms: Mapped[float] = mapped_column(default=0.0)  # time in our code, the model's reply excluded
+    created_at: Mapped[datetime] = mapped_column(default=now)
+
+    __table_args__ = (UniqueConstraint("job_id", "step", name="uq_steps_job_step"),)
+
+
+class Notice(Base):
+    """A plain message for the person, e.g. that the conversation grew too long for the model."""
+
+    __tablename__ = "notices"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=now)
+    read_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    __table_args__ = (Index("ix_notices_tenant_unread", "tenant_id", "read_at"),)
