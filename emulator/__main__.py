@@ -33,6 +33,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             anxious=args.anxious,
             delegate_group=args.delegate_group,
             api_key=args.api_key,
+            stop_at_context_window=args.stop_at_context_window,
         )
         app = create_app(config)
     except (ConfigError, TokenizerError) as exc:
@@ -66,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seed for --fault-rate draws")
     parser.add_argument("--anxious", action="store_true", help="the agent stops early to save space")
     parser.add_argument("--delegate-group", type=int, default=defaults.delegate_group)
+    parser.add_argument(
+        "--stop-at-context-window",
+        action="store_true",
+        help="when input + max_tokens pass the limit, stop with model_context_window_exceeded instead of a 400",
+    )
     parser.add_argument("--api-key", default=None, help="accept only this key (default: any key)")
     parser.add_argument("--log-level", default="info")
     return parser

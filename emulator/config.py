@@ -59,6 +59,9 @@ class EmulatorConfig:
     anxious: bool = False
     delegate_group: int = 10
     api_key: str | None = None
+    stop_at_context_window: bool = False
+    """When input + max_tokens pass the limit (input alone fitting), answer as newer Anthropic models do:
+    write until the window is full and stop with ``model_context_window_exceeded``, instead of a 400."""
 
     def __post_init__(self) -> None:
         if self.limit < 1:

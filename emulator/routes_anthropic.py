@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -40,7 +41,8 @@ async def create_message(request: Request) -> Response:
     body, early = await _admitted(request, state, route, req_id, faults_apply=True)
     if early is not None:
         return early
-    digest = request_digest(body)
+    # Streamed or not, the same request gets the same ids.
+    digest = request_digest({**body, "stream": None} if isinstance(body, dict) else body)
     try:
         conversation = anthropic_wire.parse_request(body)
     except RequestError as exc:
@@ -52,7 +54,7 @@ async def create_message(request: Request) -> Response:
     if total > limit:
         message = anthropic_wire.prompt_too_long_message(total, limit)
         return _rejected(state, route, 400, "invalid_request_error", message, req_id, stats.TOO_LONG, total)
-    if total + conversation.max_tokens > limit:
+    if total + conversation.max_tokens > limit and not state.config.stop_at_context_window:
         message = anthropic_wire.context_exceeded_message(total, conversation.max_tokens, limit)
         rejection = stats.TOO_LONG_WITH_MAX_TOKENS
         return _rejected(state, route, 400, "invalid_request_error", message, req_id, rejection, total)
@@ -65,7 +67,7 @@ async def create_message(request: Request) -> Response:
         min_tokens=state.config.min_cacheable_tokens,
         lookback=state.config.cache_lookback_blocks,
     )
-    reply = _reply(conversation, total, request, state)
+    reply = _reply(conversation, total, request, state, room=limit - total)
     usage = anthropic_wire.usage_body(
         uncached=total - cached.read - cached.written,
         output=reply.output_tokens,
@@ -172,14 +174,19 @@ def _rejected(
     )
 
 
-def _reply(conversation: Conversation, total: int, request: Request, state: EmulatorState) -> Reply:
+def _reply(conversation: Conversation, total: int, request: Request, state: EmulatorState, *, room: int) -> Reply:
+    """The agent's turn, cut at max_tokens or, when less is left, at the end of the context window."""
     turn = decide(
         conversation,
         input_tokens=total,
         anxious=is_anxious(request, state),
         delegate_group=state.config.delegate_group,
     )
-    return written_reply(turn, conversation.max_tokens, state.counter)
+    assert conversation.max_tokens is not None
+    reply = written_reply(turn, min(conversation.max_tokens, room), state.counter)
+    if reply.stop_reason == "max_tokens" and room < conversation.max_tokens:
+        return dataclasses.replace(reply, stop_reason="model_context_window_exceeded")
+    return reply
 
 
 def _content(reply: Reply, digest: bytes) -> list[Block]:

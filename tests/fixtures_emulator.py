@@ -1,1 +1,145 @@
-"""Fixtures (filled in by the part that owns them)."""
+"""The model emulator for tests: one server for the whole session, reset before each test that asks for it.
+
+- ``emulator``: the session's ``EmulatorServer`` (default settings: 1,000,000-token limit, cl100k). Point the
+  Anthropic SDK at ``emulator.base_url`` and the OpenAI SDK at ``emulator.openai_base_url``.
+- ``emulator_reset``: the same server after ``reset()``: no stats, no cache entries, no faults, and the
+  starting settings back. Use it in any test that changes settings or reads stats.
+- ``anthropic_provider`` / ``openai_provider``: the adapters pointed at the reset emulator.
+- ``play_documents``: plays the tool side of a job (``list_documents``, ``read_document``, ``delegate``)
+  against a provider, for tests that drive the emulator's agent to the end of a task.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from emulator import EmulatorConfig, EmulatorServer
+from worker.providers import AnthropicProvider, OpenAIProvider
+from worker.providers.base import Provider, Reply
+
+TEST_API_KEY = "test-key"
+
+DOCUMENT_TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "list_documents",
+        "description": "List the documents of this job.",
+        "input_schema": {"type": "object", "properties": {}},
+    },
+    {
+        "name": "read_document",
+        "description": "Read one document in full.",
+        "input_schema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+    },
+]
+DELEGATE_TOOL: dict[str, Any] = {
+    "name": "delegate",
+    "description": "Hand a task to a subagent and get its final answer.",
+    "input_schema": {"type": "object", "properties": {"task": {"type": "string"}}, "required": ["task"]},
+}
+
+
+@pytest.fixture(scope="session")
+def emulator() -> Iterator[EmulatorServer]:
+    with EmulatorServer(EmulatorConfig()) as server:
+        yield server
+
+
+@pytest.fixture
+def emulator_reset(emulator: EmulatorServer) -> EmulatorServer:
+    emulator.reset()
+    return emulator
+
+
+@pytest.fixture
+def anthropic_provider(emulator_reset: EmulatorServer) -> AnthropicProvider:
+    return AnthropicProvider(api_key=TEST_API_KEY, base_url=emulator_reset.base_url, timeout=30.0)
+
+
+@pytest.fixture
+def openai_provider(emulator_reset: EmulatorServer) -> OpenAIProvider:
+    return OpenAIProvider(api_key=TEST_API_KEY, base_url=emulator_reset.openai_base_url, timeout=30.0)
+
+
+@dataclass
+class DocumentJob:
+    """The transcript of one played job."""
+
+    messages: list[dict[str, Any]]
+    replies: list[Reply] = field(default_factory=list)
+
+    @property
+    def final_text(self) -> str:
+        return "\n".join(block["text"] for block in self.replies[-1].content if block["type"] == "text")
+
+
+# Shapes the conversation before each request: gets the messages, returns what to send.
+Shaper = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+
+
+def play_documents(
+    provider: Provider,
+    documents: dict[str, str],
+    instruction: str,
+    *,
+    system: str = "",
+    tools: list[dict[str, Any]] | None = None,
+    shape: Shaper | None = None,
+    max_steps: int = 200,
+    max_tokens: int = 1024,
+    model: str = "emulated-model",
+) -> DocumentJob:
+    """Run a job to its end (a reply that calls no tool) and return the transcript. ``shape`` sees the full
+    conversation before every request and returns the messages to send (e.g. with old results cleared)."""
+    job = DocumentJob(messages=[{"role": "user", "content": instruction}])
+    tool_list = DOCUMENT_TOOLS if tools is None else tools
+    for _ in range(max_steps):
+        to_send = shape(job.messages) if shape else job.messages
+        reply = provider.send(model=model, system=system, messages=to_send, tools=tool_list, max_tokens=max_tokens)
+        job.replies.append(reply)
+        job.messages.append({"role": "assistant", "content": reply.content})
+        calls = [block for block in reply.content if block["type"] == "tool_use"]
+        if not calls:
+            return job
+        results = [_run_tool(provider, documents, call, system, tool_list, shape, max_tokens, model) for call in calls]
+        job.messages.append({"role": "user", "content": results})
+    raise AssertionError(f"the job did not finish in {max_steps} steps")
+
+
+def _run_tool(
+    provider: Provider,
+    documents: dict[str, str],
+    call: dict[str, Any],
+    system: str,
+    tools: list[dict[str, Any]],
+    shape: Shaper | None,
+    max_tokens: int,
+    model: str,
+) -> dict[str, Any]:
+    name, arguments = call["name"], call["input"]
+    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": call["id"]}
+    if name == "list_documents":
+        result["content"] = json.dumps([{"name": document} for document in documents])
+    elif name == "read_document" and arguments.get("name") in documents:
+        result["content"] = documents[arguments["name"]]
+    elif name == "delegate":
+        subtools = [tool for tool in tools if tool["name"] != "delegate"]
+        subjob = play_documents(
+            provider,
+            documents,
+            arguments["task"],
+            system=system,
+            tools=subtools,
+            shape=shape,
+            max_tokens=max_tokens,
+            model=model,
+        )
+        result["content"] = subjob.final_text
+    else:
+        result["content"] = f"no such document: {arguments.get('name')!r}"
+        result["is_error"] = True
+    return result
