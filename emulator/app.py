@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from emulator import routes_admin, routes_anthropic, routes_openai
@@ -24,7 +27,29 @@ def create_app(config: EmulatorConfig | None = None) -> Starlette:
             Route("/v1/emulator/config", routes_admin.post_config, methods=["POST"]),
             Route("/v1/emulator/reset", routes_admin.post_reset, methods=["POST"]),
             Route("/v1/emulator/clock", routes_admin.post_clock, methods=["POST"]),
-        ]
+        ],
+        exception_handlers={HTTPException: _http_error},
     )
     app.state.emulator = EmulatorState(config or EmulatorConfig())
     return app
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Unknown paths and methods, answered in the error shape of the API the path belongs to."""
+    assert isinstance(exc, HTTPException)
+    if request.url.path.startswith("/v1/chat/") or request.url.path.startswith("/v1/completions"):
+        body: dict[str, object] = {
+            "error": {
+                "message": f"{exc.detail}: {request.url.path}",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": None,
+            }
+        }
+    else:
+        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        body = {
+            "type": "error",
+            "error": {"type": kind, "message": f"{exc.detail}: {request.method} {request.url.path}"},
+        }
+    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)

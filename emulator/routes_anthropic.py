@@ -142,11 +142,11 @@ async def _admitted(
 
 
 def _fault_response(state: EmulatorState, route: str, fault: str, req_id: str) -> Response:
+    rejection = stats.FAULT_REJECTIONS[fault]
     if fault == "drop":
-        state.stats.record(stats.RequestRecord(route=route, status=0, fault=fault, rejection=stats.DROPPED))
+        state.stats.record(stats.RequestRecord(route=route, status=0, fault=fault, rejection=rejection))
         return DroppedConnectionResponse()
     status, kind, message = _FAULTS[fault]
-    rejection = {"429": stats.RATE_LIMIT, "529": stats.OVERLOADED, "500": stats.API_ERROR}[fault]
     state.stats.record(stats.RequestRecord(route=route, status=status, fault=fault, rejection=rejection))
     headers = {"request-id": req_id, "x-should-retry": "true"}
     if fault == "429":

@@ -124,12 +124,11 @@ async def create_chat_completion(request: Request) -> Response:
 
 
 def _fault_response(state: EmulatorState, fault: str, headers: dict[str, str]) -> Response:
-    route = stats.CHAT_COMPLETIONS_ROUTE
+    route, rejection = stats.CHAT_COMPLETIONS_ROUTE, stats.FAULT_REJECTIONS[fault]
     if fault == "drop":
-        state.stats.record(stats.RequestRecord(route=route, status=0, fault=fault, rejection=stats.DROPPED))
+        state.stats.record(stats.RequestRecord(route=route, status=0, fault=fault, rejection=rejection))
         return DroppedConnectionResponse()
     status, kind, code, message = _FAULTS[fault]
-    rejection = {"429": stats.RATE_LIMIT, "529": stats.OVERLOADED, "500": stats.API_ERROR}[fault]
     state.stats.record(stats.RequestRecord(route=route, status=status, fault=fault, rejection=rejection))
     if fault == "429":
         seconds = state.config.faults.retry_after_seconds

@@ -21,6 +21,8 @@ DROPPED = "dropped"
 AUTHENTICATION = "authentication"
 INVALID_REQUEST = "invalid_request"
 
+FAULT_REJECTIONS = {"429": RATE_LIMIT, "529": OVERLOADED, "500": API_ERROR, "drop": DROPPED}
+
 
 @dataclass(frozen=True)
 class RequestRecord:

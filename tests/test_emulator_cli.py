@@ -1,0 +1,77 @@
+"""``python -m emulator`` starts a server with the settings given on the command line."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from emulator import EmulatorServer
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def test_the_command_line_serves_with_its_settings() -> None:
+    port = free_port()
+    command = [sys.executable, "-m", "emulator", "--port", str(port), "--limit", "500", "--tokenizer", "o200k",
+               "--fault-script", "429", "--log-level", "warning"]  # fmt: skip
+    server = subprocess.Popen(command, cwd=REPOSITORY, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                config = httpx.get(f"{base}/v1/emulator/config").json()
+                break
+            except httpx.TransportError:
+                assert server.poll() is None, server.stderr.read() if server.stderr else ""
+                assert time.monotonic() < deadline, "the emulator did not start"
+                time.sleep(0.05)
+        assert (config["limit"], config["tokenizer"], config["faults"]["script"]) == (500, "o200k", ["429"])
+        hello = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+        answer = httpx.post(f"{base}/v1/messages", json=hello, headers={"anthropic-version": "2023-06-01"})
+        assert answer.status_code == 429
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_a_bad_tokenizer_is_a_usage_error() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "emulator", "--tokenizer", "gpt2"], cwd=REPOSITORY, capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert "gpt2: no such tokenizer file" in result.stderr
+
+
+def test_unknown_paths_get_json_errors(emulator: EmulatorServer) -> None:
+    missing = httpx.get(f"{emulator.base_url}/v1/models/none")
+    assert missing.status_code == 404
+    assert missing.json()["error"]["type"] == "not_found_error"
+    wrong_method = httpx.get(f"{emulator.base_url}/v1/messages")
+    assert wrong_method.status_code == 405
+    assert httpx.get(f"{emulator.openai_base_url}/chat/nothing").json()["error"]["type"] == "invalid_request_error"
+
+
+def test_reset_checks_its_options(emulator: EmulatorServer) -> None:
+    answer = httpx.post(f"{emulator.base_url}/v1/emulator/reset", json={"keep_config": "yes"})
+    assert answer.status_code == 400
+
+
+def test_reset_can_keep_the_settings(emulator_reset: EmulatorServer) -> None:
+    emulator_reset.configure(limit=1234)
+    emulator_reset.reset(keep_config=True)
+    assert emulator_reset.configure()["limit"] == 1234
+    emulator_reset.reset()
+    assert emulator_reset.configure()["limit"] == 1_000_000
