@@ -1,0 +1,33 @@
+"""The HTTP API. ``uvicorn api.app:app`` serves it on the database of the settings; tests and the embedded demo
+build their own with ``create_app``."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from api.deps import Enqueue
+from api.errors import install_error_handlers
+from api.routes import documents, health, jobs, notices
+from models.db import Database
+
+DESCRIPTION = """\
+Plimsoll runs long LLM agent jobs step by step, fitting every request into the model's context budget.
+
+Authenticate with the tenant's API key: the `X-API-Key` header, or `Authorization: Bearer <key>`.
+Every error answers `{"detail": "..."}`.
+"""
+
+
+def create_app(*, database: Database | None = None, enqueue: Enqueue | None = None) -> FastAPI:
+    """The API on ``database`` (default: the settings' database), queueing steps with ``enqueue`` (default: the
+    Celery queue of ``worker.queue``)."""
+    app = FastAPI(title="Plimsoll", version="0.1.0", description=DESCRIPTION, docs_url="/docs")
+    app.state.database = database
+    app.state.enqueue = enqueue
+    install_error_handlers(app)
+    for module in (documents, jobs, notices, health):
+        app.include_router(module.router)
+    return app
+
+
+app = create_app()

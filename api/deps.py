@@ -1,0 +1,75 @@
+"""The dependencies routes declare: the database, a session, the calling tenant, and the step queue."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from typing import Annotated, cast
+
+from fastapi import Depends, HTTPException, Request, Security, status
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from models.db import Database, get_database
+from models.tables import Tenant
+from models.tenants import tenant_for_key
+
+Enqueue = Callable[[int], None]
+"""Puts a job's next step on the queue, given the job's id."""
+
+
+def database_of(request: Request) -> Database:
+    # Resolved on first use so that importing the app (``uvicorn api.app:app``) opens nothing.
+    database: Database | None = request.app.state.database
+    return database if database is not None else get_database()
+
+
+DatabaseDep = Annotated[Database, Depends(database_of)]
+
+
+def session_of(database: DatabaseDep) -> Iterator[Session]:
+    """A session for the request. Routes that write commit explicitly; anything uncommitted is rolled back."""
+    with database.sessions() as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(session_of)]
+
+
+def enqueue_with_celery(job_id: int) -> None:
+    # Imported when first needed: the API runs (and is tested) without the worker's Celery app loaded.
+    queue = importlib.import_module("worker.queue")
+    cast(Enqueue, queue.enqueue_step)(job_id)
+
+
+def enqueue_of(request: Request) -> Enqueue:
+    enqueue: Enqueue | None = request.app.state.enqueue
+    return enqueue if enqueue is not None else enqueue_with_celery
+
+
+EnqueueDep = Annotated[Enqueue, Depends(enqueue_of)]
+
+api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="the tenant's API key")
+bearer = HTTPBearer(auto_error=False, description="the tenant's API key as a bearer token")
+
+MISSING_KEY = "no API key: send it in the X-API-Key header or as 'Authorization: Bearer <key>'"
+UNKNOWN_KEY = "unknown or revoked API key"
+
+
+def current_tenant(
+    database: DatabaseDep,
+    header_key: Annotated[str | None, Security(api_key_header)],
+    bearer_key: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
+) -> Tenant:
+    key = header_key or (bearer_key.credentials if bearer_key else None)
+    if not key:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, MISSING_KEY, headers={"WWW-Authenticate": "Bearer"})
+    # A short session of its own: the lookup holds no connection while the route reads a large upload.
+    with database.session() as session:
+        tenant = tenant_for_key(session, key)
+    if tenant is None:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, UNKNOWN_KEY, headers={"WWW-Authenticate": "Bearer"})
+    return tenant
+
+
+TenantDep = Annotated[Tenant, Depends(current_tenant)]

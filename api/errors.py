@@ -1,0 +1,63 @@
+"""Every error answers ``{"detail": "..."}``: the data functions' errors, malformed requests, and the unexpected."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request, status
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from api.schemas import ErrorBody
+from models.errors import InvalidInput, NotFound
+
+logger = logging.getLogger(__name__)
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status.HTTP_401_UNAUTHORIZED: {"model": ErrorBody, "description": "no API key, or an unknown or revoked one"},
+    status.HTTP_404_NOT_FOUND: {"model": ErrorBody, "description": "no such object for this tenant"},
+    status.HTTP_422_UNPROCESSABLE_CONTENT: {"model": ErrorBody, "description": "the input is not acceptable"},
+}
+
+
+def error(status_code: int, detail: str, errors: list[dict[str, Any]] | None = None) -> JSONResponse:
+    return JSONResponse(ErrorBody(detail=detail, errors=errors).model_dump(exclude_none=True), status_code)
+
+
+async def invalid_input(_request: Request, exc: Exception) -> JSONResponse:
+    return error(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc))
+
+
+async def not_found(_request: Request, exc: Exception) -> JSONResponse:
+    return error(status.HTTP_404_NOT_FOUND, str(exc))
+
+
+async def malformed_request(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = exc.errors()
+    detail = "; ".join(f"{_where(p.get('loc', ()))}: {p.get('msg', 'invalid')}" for p in problems)
+    return error(status.HTTP_422_UNPROCESSABLE_CONTENT, detail or "invalid request", jsonable_encoder(problems))
+
+
+async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+    logger.exception("unhandled error in %s %s", request.method, request.url.path, exc_info=exc)
+    return error(status.HTTP_500_INTERNAL_SERVER_ERROR, "internal error; it has been logged")
+
+
+def _where(location: Sequence[Any]) -> str:
+    """``("body", "budget")`` as ``budget``; ``("query", "limit")`` as ``limit (query)``."""
+    source, *path = location or ("request",)
+    if not path:
+        return str(source)
+    field = ".".join(str(part) for part in path)
+    return field if source == "body" else f"{field} ({source})"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(InvalidInput, invalid_input)
+    app.add_exception_handler(NotFound, not_found)
+    app.add_exception_handler(RequestValidationError, malformed_request)
+    app.add_exception_handler(Exception, unexpected)

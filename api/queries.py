@@ -1,0 +1,94 @@
+"""Reads the API needs beyond ``models``: pages of a tenant's objects, and what a job has read so far.
+Every function is scoped to a tenant or to a job already checked to be the tenant's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import Session
+
+from models.errors import NotFound
+from models.tables import Document, Job, Message, Notice, Step
+
+Row = TypeVar("Row")
+
+READ_DOCUMENT = "read_document"
+
+
+def page_of(session: Session, query: Select[Row], *, offset: int, limit: int) -> tuple[list[Row], int]:
+    """One page of ``query``'s rows and the number of rows in all."""
+    total = session.scalar(select(func.count()).select_from(query.order_by(None).subquery())) or 0
+    return list(session.scalars(query.offset(offset).limit(limit))), total
+
+
+def documents_query(*, tenant_id: int) -> Select[Document]:
+    return select(Document).where(Document.tenant_id == tenant_id).order_by(Document.id.desc())
+
+
+def document_of(session: Session, *, tenant_id: int, document_id: int) -> Document:
+    document = session.get(Document, document_id)
+    if document is None or document.tenant_id != tenant_id:
+        raise NotFound(f"no document with id {document_id}")
+    return document
+
+
+def jobs_query(*, tenant_id: int, kind: str | None = None) -> Select[Job]:
+    query = select(Job).where(Job.tenant_id == tenant_id).order_by(Job.id.desc())
+    return query if kind is None else query.where(Job.kind == kind)
+
+
+def locked_job_of(session: Session, *, tenant_id: int, job_id: int) -> Job:
+    """The tenant's job, its row locked until the transaction ends, its attributes read afresh."""
+    query = select(Job).where(Job.id == job_id, Job.tenant_id == tenant_id).with_for_update()
+    job = session.scalars(query.execution_options(populate_existing=True)).one_or_none()
+    if job is None:
+        raise NotFound(f"no job with id {job_id}")
+    return job
+
+
+def messages_query(*, job_id: int) -> Select[Message]:
+    return select(Message).where(Message.job_id == job_id).order_by(Message.seq)
+
+
+def steps_query(*, job_id: int) -> Select[Step]:
+    return select(Step).where(Step.job_id == job_id).order_by(Step.step)
+
+
+def notices_query(*, tenant_id: int, unread_only: bool = False, job_id: int | None = None) -> Select[Notice]:
+    query = select(Notice).where(Notice.tenant_id == tenant_id).order_by(Notice.id.desc())
+    if unread_only:
+        query = query.where(Notice.read_at.is_(None))
+    return query if job_id is None else query.where(Notice.job_id == job_id)
+
+
+def notice_of(session: Session, *, tenant_id: int, notice_id: int) -> Notice:
+    notice = session.get(Notice, notice_id)
+    if notice is None or notice.tenant_id != tenant_id:
+        raise NotFound(f"no notice with id {notice_id}")
+    return notice
+
+
+def documents_read(session: Session, *, job_ids: Iterable[int], names: Iterable[str]) -> list[str]:
+    """The distinct ``names`` that ``read_document`` calls of these jobs asked for, in the order first asked.
+    Only assistant messages are loaded: they are small, the documents' texts sit in the user messages."""
+    allowed = set(names)
+    query = select(Message.content).where(Message.job_id.in_(list(job_ids)), Message.role == "assistant")
+    contents = session.scalars(query.order_by(Message.id))
+    read: dict[str, None] = {}
+    for content in contents:
+        for name in _read_document_names(content):
+            if name in allowed:
+                read.setdefault(name)
+    return list(read)
+
+
+def _read_document_names(content: Any) -> Iterable[str]:
+    if not isinstance(content, list):
+        return
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") == READ_DOCUMENT:
+            arguments = block.get("input")
+            if isinstance(arguments, dict) and isinstance(arguments.get("name"), str):
+                yield arguments["name"]

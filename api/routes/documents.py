@@ -1,0 +1,95 @@
+"""Uploading documents and listing them. The content is never answered: it can be megabytes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request, status
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+
+from api.deps import SessionDep, TenantDep
+from api.errors import ERROR_RESPONSES
+from api.queries import document_of, documents_query, page_of
+from api.routes.pagination import WindowDep, page
+from api.schemas import DocumentIn, DocumentsCreated, DocumentView, ErrorBody, Page
+from api.uploads import NamedText, body_limit, parse_multipart, read_body, texts_of
+from models.documents import add_document
+from models.errors import InvalidInput
+
+router = APIRouter(prefix="/v1/documents", tags=["documents"], responses=ERROR_RESPONSES)
+
+UPLOAD_BODY: dict[str, Any] = {
+    "required": True,
+    "content": {
+        "application/json": {"schema": DocumentIn.model_json_schema()},
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "files": {
+                        "type": "array",
+                        "items": {"type": "string", "format": "binary"},
+                        "description": "UTF-8 text files; each file's name becomes its document's name",
+                    }
+                },
+                "required": ["files"],
+            }
+        },
+    },
+}
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    openapi_extra={"requestBody": UPLOAD_BODY},
+    responses={
+        413: {"model": ErrorBody, "description": "the body is too large"},
+        415: {"model": ErrorBody, "description": "neither JSON nor multipart form data"},
+    },
+)
+async def upload_documents(request: Request, tenant: TenantDep, session: SessionDep) -> DocumentsCreated:
+    """Store one document (JSON ``{"name", "content"}``) or several files (multipart, parts named ``files``).
+    All or nothing: if one file is refused, none is stored, and the error names it."""
+    body = await read_body(request, body_limit())
+    content_type = request.headers.get("content-type", "")
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    if media_type == "application/json":
+        texts = [_json_document(body)]
+    elif media_type == "multipart/form-data":
+        texts = texts_of(parse_multipart(body, content_type))
+    else:
+        raise HTTPException(
+            status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+            f"send JSON {{'name', 'content'}} or multipart/form-data with 'files', not {media_type or 'no type'}",
+        )
+    return await run_in_threadpool(_store, session, tenant_id=tenant.id, texts=texts)
+
+
+def _json_document(body: bytes) -> NamedText:
+    try:
+        document = DocumentIn.model_validate_json(body)
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in error.errors())
+        raise InvalidInput(f"expected JSON {{'name', 'content'}}: {problems}") from None
+    return NamedText(document.name, document.content)
+
+
+def _store(session: Session, *, tenant_id: int, texts: list[NamedText]) -> DocumentsCreated:
+    documents = [add_document(session, tenant_id=tenant_id, name=t.name, content=t.content) for t in texts]
+    session.commit()
+    return DocumentsCreated(documents=[DocumentView.model_validate(d) for d in documents])
+
+
+@router.get("")
+def list_documents(tenant: TenantDep, session: SessionDep, window: WindowDep) -> Page[DocumentView]:
+    """The tenant's documents, newest first, without their content."""
+    rows, total = page_of(session, documents_query(tenant_id=tenant.id), offset=window.offset, limit=window.limit)
+    return page([DocumentView.model_validate(d) for d in rows], total, window)
+
+
+@router.get("/{document_id}")
+def get_document(document_id: int, tenant: TenantDep, session: SessionDep) -> DocumentView:
+    return DocumentView.model_validate(document_of(session, tenant_id=tenant.id, document_id=document_id))

@@ -1,0 +1,125 @@
+"""Creating jobs, following them, reading their history, cancelling them."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, status
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from api.deps import EnqueueDep, SessionDep, TenantDep
+from api.errors import ERROR_RESPONSES
+from api.queries import jobs_query, locked_job_of, messages_query, page_of, steps_query
+from api.routes.pagination import WindowDep, page
+from api.schemas import ErrorBody, JobIn, JobSummary, JobView, MessageView, Page, StepView
+from api.views import job_summary, job_view
+from models.jobs import create_job, job_of
+from models.tables import Job, JobKind, JobStatus, now
+
+logger = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
+
+UNFINISHED = (JobStatus.QUEUED, JobStatus.RUNNING)
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    responses={503: {"model": ErrorBody, "description": "stored, but the step queue could not be reached"}},
+)
+def submit_job(job_in: JobIn, tenant: TenantDep, session: SessionDep, enqueue: EnqueueDep) -> JobView:
+    """Create a job over the tenant's documents and queue its first step."""
+    job = create_job(
+        session,
+        tenant_id=tenant.id,
+        instruction=job_in.instruction,
+        document_ids=job_in.document_ids,
+        model=job_in.model,
+        budget=job_in.budget,
+        locale=job_in.locale,
+        strategy=job_in.strategy,
+        safety_net=job_in.safety_net,
+    )
+    # Commit first: a worker that picks the step up at once must find the job.
+    session.commit()
+    try:
+        enqueue(job.id)
+    except Exception as error:
+        logger.exception("job %s: could not queue its first step", job.id)
+        _fail_unqueued(session, job, error)
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"job {job.id} was stored but its first step could not be queued ({error}); "
+            "it is marked failed: submit it again when the queue is back",
+        ) from None
+    return job_view(session, job)
+
+
+def _fail_unqueued(session: Session, job: Job, error: Exception) -> None:
+    session.rollback()
+    session.execute(
+        update(Job)
+        .where(Job.id == job.id, Job.status == JobStatus.QUEUED, Job.step == 0)
+        .values(status=JobStatus.FAILED, error=f"the first step could not be queued: {error}", finished_at=now())
+    )
+    session.commit()
+
+
+@router.get("")
+def list_jobs(
+    tenant: TenantDep,
+    session: SessionDep,
+    window: WindowDep,
+    kind: Annotated[JobKind | None, Query(description="only main jobs or only subagents")] = None,
+) -> Page[JobSummary]:
+    """The tenant's jobs, newest first."""
+    rows, total = page_of(session, jobs_query(tenant_id=tenant.id, kind=kind), offset=window.offset, limit=window.limit)
+    return page([job_summary(job) for job in rows], total, window)
+
+
+@router.get("/{job_id}")
+def get_job(job_id: int, tenant: TenantDep, session: SessionDep) -> JobView:
+    """Status, progress, token usage, the last request, and the answer once there is one."""
+    return job_view(session, job_of(session, tenant_id=tenant.id, job_id=job_id))
+
+
+@router.get("/{job_id}/messages")
+def list_messages(job_id: int, tenant: TenantDep, session: SessionDep, window: WindowDep) -> Page[MessageView]:
+    """The job's whole stored conversation in order, including everything a request left out or cleared."""
+    job = job_of(session, tenant_id=tenant.id, job_id=job_id)
+    rows, total = page_of(session, messages_query(job_id=job.id), offset=window.offset, limit=window.limit)
+    return page([MessageView.model_validate(m) for m in rows], total, window)
+
+
+@router.get("/{job_id}/steps")
+def list_steps(job_id: int, tenant: TenantDep, session: SessionDep, window: WindowDep) -> Page[StepView]:
+    """What each step sent: the fitting stage, tokens estimated and reported, results cleared, messages dropped."""
+    job = job_of(session, tenant_id=tenant.id, job_id=job_id)
+    rows, total = page_of(session, steps_query(job_id=job.id), offset=window.offset, limit=window.limit)
+    return page([StepView.model_validate(s) for s in rows], total, window)
+
+
+@router.post(
+    "/{job_id}/cancel",
+    responses={409: {"model": ErrorBody, "description": "the job has finished already"}},
+)
+def cancel_job(job_id: int, tenant: TenantDep, session: SessionDep) -> JobView:
+    """Cancel a queued or running job and its unfinished subagents. The step in flight, if any, completes, and
+    no further step runs."""
+    # Locked, so that a step finishing at this moment is not overwritten as cancelled, nor the reverse.
+    job = locked_job_of(session, tenant_id=tenant.id, job_id=job_id)
+    if job.status not in UNFINISHED:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            f"job {job.id} has finished already ({job.status}); only a queued or running job can be cancelled",
+        )
+    cancelled_at = now()
+    for each in [job, *session.scalars(select(Job).where(Job.parent_id == job.id).with_for_update())]:
+        if each.status in UNFINISHED:
+            each.status = JobStatus.CANCELLED
+            each.finished_at = cancelled_at
+    session.commit()
+    return job_view(session, job)

@@ -1,0 +1,187 @@
+"""What the API takes and answers. The client parses answers into the same models."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+T = TypeVar("T")
+
+
+class Schema(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+class Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not silently ignored
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    total: int = Field(description="items in the whole list")
+    offset: int
+    limit: int
+
+
+class ErrorBody(BaseModel):
+    detail: str = Field(description="what was wrong, in words")
+    errors: list[dict[str, Any]] | None = Field(
+        default=None, description="for malformed requests: each problem with its location"
+    )
+
+
+# Documents
+
+
+class DocumentIn(Input):
+    name: str = Field(description="the name a job knows the document by", examples=["chapter-01.txt"])
+    content: str = Field(description="the text")
+
+
+class DocumentView(Schema):
+    id: int
+    name: str
+    chars: int
+    token_estimate: int
+    created_at: datetime
+
+
+class DocumentsCreated(BaseModel):
+    documents: list[DocumentView]
+
+
+# Jobs
+
+
+class JobIn(Input):
+    instruction: str = Field(description="what the agent should do")
+    document_ids: list[int] = Field(default_factory=list, description="the documents the job may read")
+    model: str | None = Field(default=None, description="a model of the catalogue; default from the settings")
+    budget: int | None = Field(
+        default=None, description="input tokens per request; default: the model's, at most its limit less its reply"
+    )
+    locale: str | None = Field(
+        default=None, max_length=16, pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$", examples=["en", "cs-CZ"]
+    )
+    strategy: str = Field(default="plimsoll", description="plimsoll, or original / legacy to reproduce old failures")
+    safety_net: bool = Field(default=True, description="tell the agent that old tool results are cleared")
+
+
+class Progress(BaseModel):
+    steps_done: int
+    documents_total: int = Field(description="documents the job may read")
+    documents_read: list[str] = Field(
+        description="distinct documents read so far by the job and its subagents, in the order first read"
+    )
+
+
+class Usage(BaseModel):
+    input_tokens: int = Field(description="uncached input tokens, as the provider reported them")
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cache_read_share: float | None = Field(
+        description="cache_read / (input + cache_read + cache_write); null before the first reply"
+    )
+
+
+class LastRequest(Schema):
+    step: int
+    stage: str = Field(description="how far fitting had to go: the stage that made the request fit")
+    planning_budget: int = Field(description="the budget after the calibration factor")
+    calibration_factor: float
+    estimated_tokens: int
+    reported_input_tokens: int | None = Field(description="input + cache write + cache read, as reported")
+    messages_sent: int
+    cleared: int = Field(description="tool results sent as the cleared note")
+    dropped: int = Field(description="old messages left out")
+    stop_reason: str | None
+    created_at: datetime
+
+
+class ChildJob(Schema):
+    id: int
+    status: str
+
+
+class JobSummary(Schema):
+    id: int
+    kind: str
+    parent_id: int | None
+    status: str
+    model: str
+    steps_done: int
+    instruction_excerpt: str
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class JobView(BaseModel):
+    id: int
+    kind: str
+    parent_id: int | None
+    status: str
+    instruction: str
+    model: str
+    provider: str
+    budget: int
+    hard_limit: int
+    locale: str
+    strategy: str
+    safety_net: bool
+    progress: Progress
+    usage: Usage
+    retries: int
+    last_request: LastRequest | None
+    final_answer: str | None
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    children: list[ChildJob] = Field(description="subagent jobs started by this job")
+
+
+class MessageView(Schema):
+    seq: int
+    role: str
+    content: str | list[dict[str, Any]]
+    token_estimate: int
+    step: int = Field(description="the step that wrote the message; 0 for the instruction")
+    created_at: datetime
+
+
+class StepView(Schema):
+    step: int
+    stage: str
+    planning_budget: int
+    calibration_factor: float
+    estimated_tokens: int
+    reported_input_tokens: int | None
+    cache_read_tokens: int
+    cache_write_tokens: int
+    output_tokens: int
+    messages_sent: int
+    cleared: list[str] = Field(description="tool_use ids whose results were sent as the cleared note")
+    dropped: int
+    stop_reason: str | None
+    overhead_ms: float
+    created_at: datetime
+
+
+# Notices
+
+
+class NoticeView(Schema):
+    id: int
+    job_id: int
+    text: str
+    created_at: datetime
+    read_at: datetime | None
+
+
+class Health(BaseModel):
+    status: str
+    database: str

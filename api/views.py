@@ -1,0 +1,91 @@
+"""Building the answers that gather more than one row."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from api.queries import documents_read
+from api.schemas import ChildJob, JobSummary, JobView, LastRequest, Progress, Usage
+from models.jobs import children_of, last_step
+from models.tables import Job, Step
+
+EXCERPT_CHARS = 120
+
+
+def job_view(session: Session, job: Job) -> JobView:
+    children = children_of(session, job.id)
+    names = [document.name for document in job.documents]
+    step = last_step(session, job.id)
+    return JobView(
+        id=job.id,
+        kind=job.kind,
+        parent_id=job.parent_id,
+        status=job.status,
+        instruction=job.instruction,
+        model=job.model,
+        provider=job.provider,
+        budget=job.budget,
+        hard_limit=job.hard_limit,
+        locale=job.locale,
+        strategy=job.strategy,
+        safety_net=job.safety_net,
+        progress=Progress(
+            steps_done=job.step,
+            documents_total=len(names),
+            # Subagents read the job's documents on its behalf: their reads count as the job's progress.
+            documents_read=documents_read(session, job_ids=[job.id, *(c.id for c in children)], names=names),
+        ),
+        usage=usage_of(job),
+        retries=job.retries,
+        last_request=None if step is None else last_request(step),
+        final_answer=job.final_answer,
+        error=job.error,
+        created_at=job.created_at,
+        updated_at=job.updated_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        children=[ChildJob.model_validate(child) for child in children],
+    )
+
+
+def usage_of(job: Job) -> Usage:
+    total_input = job.total_input_tokens
+    return Usage(
+        input_tokens=job.input_tokens,
+        output_tokens=job.output_tokens,
+        cache_read_tokens=job.cache_read_tokens,
+        cache_write_tokens=job.cache_write_tokens,
+        cache_read_share=job.cache_read_tokens / total_input if total_input else None,
+    )
+
+
+def last_request(step: Step) -> LastRequest:
+    return LastRequest(
+        step=step.step,
+        stage=step.stage,
+        planning_budget=step.planning_budget,
+        calibration_factor=step.calibration_factor,
+        estimated_tokens=step.estimated_tokens,
+        reported_input_tokens=step.reported_input_tokens,
+        messages_sent=step.messages_sent,
+        cleared=len(step.cleared),
+        dropped=step.dropped,
+        stop_reason=step.stop_reason,
+        created_at=step.created_at,
+    )
+
+
+def job_summary(job: Job) -> JobSummary:
+    first_line = job.instruction.strip().split("\n", 1)[0]
+    excerpt = first_line if len(first_line) <= EXCERPT_CHARS else first_line[: EXCERPT_CHARS - 1] + "…"
+    return JobSummary(
+        id=job.id,
+        kind=job.kind,
+        parent_id=job.parent_id,
+        status=job.status,
+        model=job.model,
+        steps_done=job.step,
+        instruction_excerpt=excerpt,
+        created_at=job.created_at,
+        finished_at=job.finished_at,
+    )
