@@ -1,0 +1,169 @@
+"""A small typed client of the Plimsoll API, over httpx. The CLI uses it; so can scripts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from api.schemas import (
+    DocumentIn,
+    DocumentsCreated,
+    DocumentView,
+    Health,
+    JobIn,
+    JobSummary,
+    JobView,
+    MessageView,
+    NoticeView,
+    Page,
+    StepView,
+)
+
+Model = TypeVar("Model", bound=BaseModel)
+
+DEFAULT_API_URL = "http://127.0.0.1:8000"
+
+
+class ClientError(Exception):
+    """Something the person has to act on; the message says what."""
+
+
+class ApiError(ClientError):
+    """The API refused the request."""
+
+    def __init__(self, status_code: int, detail: str) -> None:
+        super().__init__(f"{detail} (HTTP {status_code})")
+        self.status_code = status_code
+        self.detail = detail
+
+
+class ApiUnreachable(ClientError):
+    """No answer from the API."""
+
+
+class PlimsollClient:
+    def __init__(
+        self,
+        base_url: str = DEFAULT_API_URL,
+        api_key: str | None = None,
+        *,
+        timeout: float = 60.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"X-API-Key": api_key} if api_key else {}
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, transport=transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+    # Documents
+
+    def upload_files(self, paths: Sequence[Path]) -> list[DocumentView]:
+        """Upload files in one request: all are stored, or none (the error names the file refused)."""
+        files = [("files", (path.name, path.read_bytes(), "text/plain; charset=utf-8")) for path in paths]
+        return self._send("POST", "/v1/documents", DocumentsCreated, files=files).documents
+
+    def add_document(self, name: str, content: str) -> DocumentView:
+        body = DocumentIn(name=name, content=content).model_dump()
+        return self._send("POST", "/v1/documents", DocumentsCreated, json=body).documents[0]
+
+    def documents(self, *, offset: int = 0, limit: int = 100) -> Page[DocumentView]:
+        return self._send("GET", "/v1/documents", Page[DocumentView], params={"offset": offset, "limit": limit})
+
+    # Jobs
+
+    def create_job(
+        self,
+        instruction: str,
+        document_ids: Sequence[int] = (),
+        *,
+        model: str | None = None,
+        budget: int | None = None,
+        locale: str | None = None,
+        strategy: str = "plimsoll",
+        safety_net: bool = True,
+    ) -> JobView:
+        job = JobIn(
+            instruction=instruction,
+            document_ids=list(document_ids),
+            model=model,
+            budget=budget,
+            locale=locale,
+            strategy=strategy,
+            safety_net=safety_net,
+        )
+        return self._send("POST", "/v1/jobs", JobView, json=job.model_dump(exclude_none=True))
+
+    def job(self, job_id: int) -> JobView:
+        return self._send("GET", f"/v1/jobs/{job_id}", JobView)
+
+    def jobs(self, *, kind: str | None = None, offset: int = 0, limit: int = 100) -> Page[JobSummary]:
+        params: dict[str, Any] = {"offset": offset, "limit": limit} | ({"kind": kind} if kind else {})
+        return self._send("GET", "/v1/jobs", Page[JobSummary], params=params)
+
+    def messages(self, job_id: int, *, offset: int = 0, limit: int = 100) -> Page[MessageView]:
+        params = {"offset": offset, "limit": limit}
+        return self._send("GET", f"/v1/jobs/{job_id}/messages", Page[MessageView], params=params)
+
+    def steps(self, job_id: int, *, offset: int = 0, limit: int = 100) -> Page[StepView]:
+        params = {"offset": offset, "limit": limit}
+        return self._send("GET", f"/v1/jobs/{job_id}/steps", Page[StepView], params=params)
+
+    def cancel(self, job_id: int) -> JobView:
+        return self._send("POST", f"/v1/jobs/{job_id}/cancel", JobView)
+
+    # Notices
+
+    def notices(
+        self, *, unread: bool = False, job_id: int | None = None, offset: int = 0, limit: int = 100
+    ) -> Page[NoticeView]:
+        params: dict[str, Any] = {"unread": unread, "offset": offset, "limit": limit}
+        if job_id is not None:
+            params["job_id"] = job_id
+        return self._send("GET", "/v1/notices", Page[NoticeView], params=params)
+
+    def all_notices(self, *, unread: bool = False, job_id: int | None = None) -> Iterator[NoticeView]:
+        """Every notice, page after page."""
+        offset = 0
+        while True:
+            page = self.notices(unread=unread, job_id=job_id, offset=offset)
+            yield from page.items
+            offset += len(page.items)
+            if not page.items or offset >= page.total:
+                return
+
+    def mark_notice_read(self, notice_id: int) -> NoticeView:
+        return self._send("POST", f"/v1/notices/{notice_id}/read", NoticeView)
+
+    def health(self) -> Health:
+        return self._send("GET", "/healthz", Health)
+
+    def _send(self, method: str, path: str, answer: type[Model], **request: Any) -> Model:
+        try:
+            response = self._http.request(method, path, **request)
+        except httpx.TransportError as error:
+            raise ApiUnreachable(f"no answer from the Plimsoll API at {self.base_url}: {error}") from error
+        if response.is_error:
+            raise ApiError(response.status_code, _detail(response))
+        return answer.model_validate(response.json())
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    detail = body.get("detail") if isinstance(body, dict) else None
+    return detail if isinstance(detail, str) and detail else response.text.strip() or response.reason_phrase

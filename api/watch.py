@@ -1,0 +1,93 @@
+"""Following a job in the terminal: a live panel while it runs, then its answer or its notice."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.panel import Panel
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from api.client import ApiUnreachable, PlimsollClient
+from api.schemas import JobView
+
+FINISHED = ("succeeded", "failed", "needs_new_chat", "cancelled")
+STATUS_STYLES = {"succeeded": "green", "failed": "red", "needs_new_chat": "yellow", "cancelled": "dim"}
+
+
+def watch_job(
+    client: PlimsollClient,
+    job_id: int,
+    *,
+    display: Console,
+    output: Console,
+    interval: float = 1.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Poll the job until it finishes, showing its progress on ``display``; then print the final answer (or the
+    notice, or the error) on ``output``. Answers the exit code: 0 if the job succeeded, 1 otherwise."""
+    job = client.job(job_id)
+    with Live(job_panel(job), console=display, refresh_per_second=4) as live:
+        while job.status not in FINISHED:
+            sleep(interval)
+            try:
+                job = client.job(job_id)
+            except ApiUnreachable as error:  # the API restarting must not end the watch
+                live.update(job_panel(job, problem=f"{error}; trying again"))
+                continue
+            live.update(job_panel(job))
+    return report_outcome(client, job, display=display, output=output)
+
+
+def report_outcome(client: PlimsollClient, job: JobView, *, display: Console, output: Console) -> int:
+    if job.status == "succeeded":
+        output.print(job.final_answer or "", markup=False, highlight=False, soft_wrap=True)
+        return 0
+    if job.status == "needs_new_chat":
+        texts = [notice.text for notice in client.all_notices(job_id=job.id)]
+        for text in texts or [job.error or f"Job {job.id} needs a new chat."]:
+            output.print(text, markup=False, highlight=False, soft_wrap=True)
+        return 1
+    if job.status == "failed":
+        display.print(f"Job {job.id} failed: {job.error or 'no reason recorded'}", markup=False, soft_wrap=True)
+        return 1
+    display.print(f"Job {job.id} was cancelled.")
+    return 1
+
+
+def job_panel(job: JobView, *, problem: str | None = None) -> Panel:
+    rows = Table.grid(padding=(0, 2))
+    rows.add_column(style="bold", no_wrap=True)
+    rows.add_column()
+    rows.add_row("Status", Text(job.status, style=STATUS_STYLES.get(job.status, "cyan")))
+    rows.add_row("Step", f"{job.progress.steps_done:,}")
+    rows.add_row("Last request", _last_request(job))
+    if job.last_request is not None:
+        cleared, dropped = job.last_request.cleared, job.last_request.dropped
+        left_out = f", {dropped:,} old messages left out" if dropped else ""
+        rows.add_row("Cleared", f"{cleared:,} tool results{left_out}")
+    share = job.usage.cache_read_share
+    rows.add_row("Cache reads", "–" if share is None else f"{share:.0%} of input tokens")
+    read, total = len(job.progress.documents_read), job.progress.documents_total
+    rows.add_row("Documents read", f"{read:,} of {total:,}")
+    if job.children:
+        counts = Counter(child.status for child in job.children)
+        rows.add_row("Subagents", ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+    if problem:
+        rows.add_row("", Text(problem, style="yellow"))
+    return Panel(rows, title=f"Job {job.id} · {job.model}", title_align="left", expand=False)
+
+
+def _last_request(job: JobView) -> RenderableType:
+    last = job.last_request
+    if last is None:
+        return Text("none yet", style="dim")
+    tokens = last.reported_input_tokens if last.reported_input_tokens is not None else last.estimated_tokens
+    bar = ProgressBar(total=job.budget, completed=min(tokens, job.budget), width=30)
+    words = Text(f"{tokens:,} of {job.budget:,} budget tokens (model limit {job.hard_limit:,}) · stage {last.stage}")
+    return Group(bar, words)
