@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -14,6 +14,9 @@ class Settings(BaseSettings):
 
     database_url: str = "sqlite:///var/plimsoll.sqlite3"
     broker_url: str = "redis://127.0.0.1:6379/0"
+    # "celery": steps go through the broker to `plimsoll worker` processes; "inprocess": a thread of this
+    # process runs them (the embedded default: no Redis needed).
+    queue: Literal["celery", "inprocess"] = "celery"
 
     anthropic_api_key: SecretStr = SecretStr("emulator")
     anthropic_base_url: str | None = None  # None: the SDK's default, api.anthropic.com

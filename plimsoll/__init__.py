@@ -5,7 +5,7 @@ Pure Python, standard library only, no I/O.
 
 from plimsoll.calibration import Calibrator
 from plimsoll.estimate import Profile
-from plimsoll.fitting import DoesNotFit, Fit, Plan, apply_plan, fit, plan
+from plimsoll.fitting import DoesNotFit, Fit, Plan, apply_plan, bodies_needed, build_request, fit, plan
 from plimsoll.messages import InvalidConversation, Outline, Result, estimate_message, outline
 from plimsoll.profiles import PROFILES, estimate_tokens, get_profile
 
@@ -20,6 +20,8 @@ __all__ = [
     "Profile",
     "Result",
     "apply_plan",
+    "bodies_needed",
+    "build_request",
     "estimate_message",
     "estimate_tokens",
     "fit",

@@ -75,15 +75,15 @@ class Fit:
 
 
 @dataclass(frozen=True)
-class _NoteCosts:
+class NoteCosts:
     cleared_result: int  # content tokens of a cleared result
     note_message: int  # the assistant message carrying the truncation note (stage 2)
     note_block: int  # the note as a block appended to the first message (stage 3)
 
 
 @cache
-def _note_costs(profile: Profile) -> _NoteCosts:
-    return _NoteCosts(
+def note_costs(profile: Profile) -> NoteCosts:
+    return NoteCosts(
         cleared_result=count_tokens(CLEARED_RESULT_NOTE, profile),
         note_message=estimate_message(_note_message(), profile),
         note_block=BLOCK_OVERHEAD + count_tokens(TRUNCATION_NOTE, profile),
@@ -145,7 +145,7 @@ def plan_history(
     total = overhead + sum(tokens)
     if total <= budget:
         return Plan("as_is", total, 1, (), (), "none")
-    note = _note_costs(profile)
+    note = note_costs(profile)
     results = history.results
     smallest = ELIGIBLE_FACTOR * note.cleared_result
     eligible = [r for r in results[: _protected_from(results, budget)] if r[1] >= smallest]
@@ -224,6 +224,38 @@ def apply_plan(messages: Sequence[Message], chosen: Plan) -> list[dict[str, Any]
     for index in chosen.cleared_in:
         request[index + offset] = _with_results_cleared(messages[index], cleared)
     return request
+
+
+def bodies_needed(chosen: Plan, outlines: Sequence[Outline]) -> list[int]:
+    """Indices of the stored messages whose bodies the request needs. Messages that carry nothing but results
+    being cleared are rebuilt from their outlines, so their (often large) bodies are never loaded."""
+    cleared = set(chosen.cleared)
+    rebuilt = {
+        i
+        for i in chosen.cleared_in
+        if not outlines[i].has_text and all(r.tool_use_id in cleared for r in outlines[i].results)
+    }
+    return [i for i in chosen.kept(len(outlines)) if i not in rebuilt]
+
+
+def build_request(chosen: Plan, outlines: Sequence[Outline], bodies: Mapping[int, Message]) -> list[dict[str, Any]]:
+    """The request ``chosen`` describes, from stored outlines and the bodies of :func:`bodies_needed`."""
+    messages = [bodies[i] if i in bodies else _cleared_from_outline(o) for i, o in enumerate(outlines)]
+    return apply_plan(messages, chosen)
+
+
+def _cleared_from_outline(message: Outline) -> dict[str, Any]:
+    blocks: list[dict[str, Any]] = []
+    for result in message.results:
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": result.tool_use_id,
+            "content": CLEARED_RESULT_NOTE,
+        }
+        if result.is_error is not None:
+            block["is_error"] = result.is_error
+        blocks.append(block)
+    return {"role": message.role, "content": blocks}
 
 
 def _cleared_block(block: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,135 @@
+"""Jobs run end to end on the real stack: PostgreSQL, a Celery worker on Redis, the Anthropic SDK and the
+emulator counting with a real tokenizer."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+import uuid
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from emulator import EmulatorServer
+from models.db import Database
+from models.documents import add_document
+from models.history import all_messages
+from models.jobs import create_job, steps_of
+from models.tables import Job, JobKind, JobStatus, Notice
+from models.tenants import create_tenant
+from plimsoll import estimate_message
+from plimsoll.notices import TOO_LONG_NOTICE
+from worker.chapters import chapters
+from worker.queue import enqueue_step
+
+pytestmark = pytest.mark.usefixtures("celery_worker")
+
+NOTE = re.compile(r'^NOTE (?P<name>\S+): (?P<chars>\d+) chars, sha256 (?P<sha>[0-9a-f]{12}), starts', re.MULTILINE)
+
+
+def submit(database: Database, texts: dict[str, str], *, kind: str = JobKind.MAIN, **job: Any) -> int:
+    with database.session() as session:
+        tenant, _ = create_tenant(session, name=f"tenant-{uuid.uuid4().hex[:8]}")
+        ids = [add_document(session, tenant_id=tenant.id, name=name, content=text).id for name, text in texts.items()]
+        created = create_job(
+            session,
+            tenant_id=tenant.id,
+            instruction="Check each chapter against the notes and report one fact of each.",
+            document_ids=ids,
+            kind=kind,
+            **job,
+        )
+        job_id = created.id
+    enqueue_step(job_id)
+    return job_id
+
+
+def wait_for(database: Database, job_id: int, timeout: float = 180.0) -> Job:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with database.session() as session:
+            job = session.get(Job, job_id)
+            assert job is not None
+            if JobStatus(job.status).finished and not _children_running(database, job_id):
+                return job
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} did not finish in {timeout} s")
+
+
+def _children_running(database: Database, job_id: int) -> bool:
+    with database.session() as session:
+        return any(not JobStatus(s).finished for s in session.scalars(select(Job.status).where(Job.parent_id == job_id)))
+
+
+def notes_in(answer: str) -> dict[str, str]:
+    return {m["name"]: m["sha"] for m in NOTE.finditer(answer)}
+
+
+def sha12(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def test_a_subagent_reads_40_russian_chapters_under_a_budget_far_below_their_total(
+    database: Database, emulator_reset: EmulatorServer
+) -> None:
+    # The write-up's figures scaled down by 10: hard limit 1,000,000 -> 100,000, budget 400,000 -> 40,000.
+    emulator_reset.configure(limit=100_000)
+    texts = {c.name: c.text for c in chapters(40, chars=9_000, languages=("ru",))}
+    job_id = submit(database, texts, kind=JobKind.SUBAGENT, budget=40_000)
+    job = wait_for(database, job_id)
+
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert notes_in(job.final_answer or "") == {name: sha12(text) for name, text in texts.items()}
+    stats = emulator_reset.stats()
+    assert stats["rejections"] == {}
+    assert 0 < stats["input_tokens_max"] <= 40_000
+    with database.session() as session:
+        stored = all_messages(session, job_id)
+        steps = steps_of(session, job_id)
+        assert all(m.token_estimate == estimate_message({"role": m.role, "content": m.content}, job.profile) for m in stored)
+        assert all(s.estimated_tokens <= s.planning_budget <= 40_000 for s in steps)
+        assert all(s.reported_input_tokens is not None and s.reported_input_tokens <= 40_000 for s in steps)
+        assert {s.stage for s in steps} >= {"as_is", "cleared_results"}
+        # Nothing the fitter cleared is missing from storage: every chapter read is stored whole.
+        results = [
+            b for m in stored if isinstance(m.content, list) for b in m.content if b.get("type") == "tool_result"
+        ]
+        assert {b["content"] for b in results} >= set(texts.values())
+        cleared = {tool_id for s in steps for tool_id in s.cleared}
+        assert cleared and cleared <= {b["tool_use_id"] for b in results}
+
+
+def test_a_main_job_delegates_groups_to_subagents_and_reports_their_notes(
+    database: Database, emulator_reset: EmulatorServer
+) -> None:
+    texts = {c.name: c.text for c in chapters(24, chars=3_000)}
+    job_id = submit(database, texts, budget=30_000)
+    job = wait_for(database, job_id)
+
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert notes_in(job.final_answer or "") == {name: sha12(text) for name, text in texts.items()}
+    with database.session() as session:
+        children = list(session.scalars(select(Job).where(Job.parent_id == job_id)))
+    assert len(children) == 3
+    assert all(c.kind == JobKind.SUBAGENT and c.status == JobStatus.SUCCEEDED for c in children)
+
+
+def test_a_too_long_rejection_becomes_one_notice_without_retry_or_alert(
+    database: Database, emulator_reset: EmulatorServer, sentry_events: list[dict[str, Any]]
+) -> None:
+    emulator_reset.configure(limit=2_000)  # the model takes far less than our budget: it rejects the first request
+    texts = {c.name: c.text for c in chapters(3, chars=6_000, languages=("en",))}
+    job_id = submit(database, texts, budget=30_000)
+    job = wait_for(database, job_id)
+
+    assert job.status == JobStatus.NEEDS_NEW_CHAT
+    stats = emulator_reset.stats()
+    assert stats["requests"] == 1  # rejected once, never retried
+    assert set(stats["rejections"]) <= {"too_long", "too_long_with_max_tokens"}
+    with database.session() as session:
+        notices = list(session.scalars(select(Notice).where(Notice.job_id == job_id)))
+    assert [n.text for n in notices] == [TOO_LONG_NOTICE]
+    assert job.retries == 0
+    assert sentry_events == []

@@ -1,0 +1,44 @@
+"""Building a step's services from the settings: the database, the providers and the queue."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from models.db import Database, get_database
+from models.settings import Settings, get_settings
+from models.tables import Job
+from worker.providers import make_provider
+from worker.providers.base import Provider
+from worker.runner import Enqueue, Services
+
+
+def providers(settings: Settings) -> Callable[[Job], Provider]:
+    """One adapter per provider, made on first use and shared (the SDK clients are thread-safe)."""
+    made: dict[str, Provider] = {}
+    lock = threading.Lock()
+
+    def provider_for(job: Job) -> Provider:
+        with lock:
+            if job.provider not in made:
+                key = settings.anthropic_api_key if job.provider == "anthropic" else settings.openai_api_key
+                base_url = settings.anthropic_base_url if job.provider == "anthropic" else settings.openai_base_url
+                made[job.provider] = make_provider(
+                    job.provider,
+                    api_key=key.get_secret_value(),
+                    base_url=base_url,
+                    timeout=settings.request_timeout_seconds,
+                )
+            return made[job.provider]
+
+    return provider_for
+
+
+def make_services(enqueue: Enqueue, *, settings: Settings | None = None, database: Database | None = None) -> Services:
+    settings = settings or get_settings()
+    return Services(
+        database=database or get_database(),
+        settings=settings,
+        provider_for=providers(settings),
+        enqueue=enqueue,
+    )
