@@ -8,6 +8,8 @@ from the request it is sent.
   carries facts only a real read gives: length, a sha256 prefix and the first 30 characters.
 - A result under 500 characters containing the word "cleared" has been cleared. A document it still needs a
   note for whose result is cleared or gone is read again.
+- A document handed out in pages (see ``emulator.pages``) is read on page by page, as each page says; it is
+  noted once the request shows pages covering all of it.
 - With every document noted it answers ``REPORT: <n> documents`` and the NOTE lines, in order.
 - Given a ``delegate`` tool and more than ``delegate_group`` documents, it hands out groups in parallel calls
   instead and, once every group has answered, reports their notes together.
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emulator.conversation import Conversation, Message, message_text, tool_result_texts
+from emulator.pages import ReadResult, reading
 
 LIST_DOCUMENTS = "list_documents"
 READ_DOCUMENT = "read_document"
@@ -105,18 +108,27 @@ def decide(conversation: Conversation, *, input_tokens: int, anxious: bool, dele
 def _reading(names: list[str], seen: _Seen, stop_early: bool) -> AgentTurn:
     notes = dict(seen.notes)
     new_notes = []
+    read_on: dict[str, int] = {}
     for name in names:
-        result = seen.document_results.get(name)
-        if name not in notes and result is not None:
-            line = error_note_line(name, result.text) if result.is_error else note_line(name, result.text)
-            notes[name] = line
-            new_notes.append(line)
+        if name in notes:
+            continue
+        shown = reading(seen.reads_of(name))
+        if shown is None:
+            continue
+        if shown.text is None:
+            read_on[name] = shown.next_offset
+            continue
+        line = error_note_line(name, shown.text) if shown.is_error else note_line(name, shown.text)
+        notes[name] = line
+        new_notes.append(line)
     unread = [name for name in names if name not in notes]
     if not unread:
         return AgentTurn("\n".join([f"REPORT: {len(names)} documents", *(notes[name] for name in names)]))
     if stop_early:
         return _stopping(len(names) - len(unread), len(names), new_notes)
-    return AgentTurn("\n".join(new_notes), [ToolCall(READ_DOCUMENT, {"name": unread[0]})])
+    offset = read_on.get(unread[0], 0)
+    arguments: dict[str, Any] = {"name": unread[0], "offset": offset} if offset else {"name": unread[0]}
+    return AgentTurn("\n".join(new_notes), [ToolCall(READ_DOCUMENT, arguments)])
 
 
 def _delegating(names: list[str], seen: _Seen, group_size: int, stop_early: bool) -> AgentTurn:
@@ -182,14 +194,13 @@ class _Seen:
                     results.append(_Result(calls[block["tool_use_id"]], text, bool(block.get("is_error"))))
         return cls(results=results, notes=notes)
 
-    @property
-    def document_results(self) -> dict[str, _Result]:
-        """The latest visible read of each document."""
-        return {
-            result.call.input["name"]: result
+    def reads_of(self, name: str) -> list[ReadResult]:
+        """The visible results of reading document ``name``, oldest first."""
+        return [
+            ReadResult(result.text, result.is_error)
             for result in self.results
-            if result.call.name == READ_DOCUMENT and isinstance(result.call.input.get("name"), str)
-        }
+            if result.call.name == READ_DOCUMENT and result.call.input.get("name") == name
+        ]
 
     def latest_result(self, tool: str) -> _Result | None:
         matching = [result for result in self.results if result.call.name == tool]

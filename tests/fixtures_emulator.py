@@ -92,9 +92,11 @@ def play_documents(
     max_steps: int = 200,
     max_tokens: int = 1024,
     model: str = "emulated-model",
+    page_chars: int | None = None,
 ) -> DocumentJob:
     """Run a job to its end (a reply that calls no tool) and return the transcript. ``shape`` sees the full
-    conversation before every request and returns the messages to send (e.g. with old results cleared)."""
+    conversation before every request and returns the messages to send (e.g. with old results cleared).
+    With ``page_chars``, ``read_document`` hands out longer documents in pages, as Plimsoll's tool does."""
     job = DocumentJob(messages=[{"role": "user", "content": instruction}])
     tool_list = DOCUMENT_TOOLS if tools is None else tools
     for _ in range(max_steps):
@@ -105,7 +107,10 @@ def play_documents(
         calls = [block for block in reply.content if block["type"] == "tool_use"]
         if not calls:
             return job
-        results = [_run_tool(provider, documents, call, system, tool_list, shape, max_tokens, model) for call in calls]
+        results = [
+            _run_tool(provider, documents, call, system, tool_list, shape, max_tokens, model, page_chars)
+            for call in calls
+        ]
         job.messages.append({"role": "user", "content": results})
     raise AssertionError(f"the job did not finish in {max_steps} steps")
 
@@ -119,13 +124,16 @@ def _run_tool(
     shape: Shaper | None,
     max_tokens: int,
     model: str,
+    page_chars: int | None,
 ) -> dict[str, Any]:
     name, arguments = call["name"], call["input"]
     result: dict[str, Any] = {"type": "tool_result", "tool_use_id": call["id"]}
     if name == "list_documents":
         result["content"] = json.dumps([{"name": document} for document in documents])
     elif name == "read_document" and arguments.get("name") in documents:
-        result["content"] = documents[arguments["name"]]
+        result["content"] = _page(
+            arguments["name"], documents[arguments["name"]], arguments.get("offset", 0), page_chars
+        )
     elif name == "delegate":
         subtools = [tool for tool in tools if tool["name"] != "delegate"]
         subjob = play_documents(
@@ -137,9 +145,19 @@ def _run_tool(
             shape=shape,
             max_tokens=max_tokens,
             model=model,
+            page_chars=page_chars,
         )
         result["content"] = subjob.final_text
     else:
         result["content"] = f"no such document: {arguments.get('name')!r}"
         result["is_error"] = True
     return result
+
+
+def _page(name: str, text: str, offset: int, page_chars: int | None) -> str:
+    """The document whole, or the page at ``offset`` with the line Plimsoll's read_document ends a page with."""
+    if page_chars is None or (offset == 0 and len(text) <= page_chars):
+        return text
+    end = min(len(text), offset + page_chars)
+    read_on = f" Call read_document with offset={end} to read on." if end < len(text) else ""
+    return f"{text[offset:end]}\n\n[{name}: characters {offset:,} to {end:,} of {len(text):,}.{read_on}]"

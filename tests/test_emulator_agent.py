@@ -104,26 +104,69 @@ def test_forty_documents_are_rejected_when_requests_do_not_fit(
     assert stats["requests"] < 41
 
 
-def test_a_cleared_document_is_read_again(anthropic_provider: AnthropicProvider) -> None:
-    documents = make_documents(4)
+def read_inputs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        block["input"]
+        for message in messages
+        if message["role"] == "assistant"
+        for block in message["content"]
+        if block["type"] == "tool_use" and block["name"] == "read_document"
+    ]
 
-    def clear_first_read_of_doc02(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+
+def clear_first_read_of(name: str, *, once_read: int = 1) -> Any:
+    """A shaper that clears the result of the first read of document ``name``, from the request on in which
+    ``name`` has been read ``once_read`` times."""
+
+    def shape(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         reads = [
             block["id"]
             for message in messages
             if message["role"] == "assistant"
             for block in message["content"]
-            if block["type"] == "tool_use" and block["input"].get("name") == "doc02.txt"
+            if block["type"] == "tool_use" and block["input"].get("name") == name
         ]
         shaped = copy.deepcopy(messages)
         for message in shaped:
             for block in message["content"] if isinstance(message["content"], list) else []:
-                if reads and block.get("tool_use_id") == reads[0]:
+                if len(reads) >= once_read and block.get("tool_use_id") == reads[0]:
                     block["content"] = CLEARED_RESULT_NOTE
         return shaped
 
-    job = play_documents(anthropic_provider, documents, naming(documents), shape=clear_first_read_of_doc02)
+    return shape
+
+
+def test_a_cleared_document_is_read_again(anthropic_provider: AnthropicProvider) -> None:
+    documents = make_documents(4)
+    job = play_documents(anthropic_provider, documents, naming(documents), shape=clear_first_read_of("doc02.txt"))
     assert read_calls(job.messages) == ["doc01.txt", "doc02.txt", "doc02.txt", "doc03.txt", "doc04.txt"]
+    assert job.final_text == expected_report(documents)
+
+
+def test_documents_handed_out_in_pages_are_read_to_the_end(anthropic_provider: AnthropicProvider) -> None:
+    documents = make_documents(3, words=400)  # about 2,600 characters each
+    job = play_documents(anthropic_provider, documents, naming(documents), page_chars=1000)
+    calls = read_inputs(job.messages)
+    assert calls[:3] == [
+        {"name": "doc01.txt"},
+        {"name": "doc01.txt", "offset": 1000},
+        {"name": "doc01.txt", "offset": 2000},
+    ]
+    assert len(calls) == 9
+    assert job.final_text == expected_report(documents)
+
+
+def test_a_partly_cleared_paged_document_is_read_again_from_the_gap(anthropic_provider: AnthropicProvider) -> None:
+    documents = make_documents(1, words=400)
+    job = play_documents(
+        anthropic_provider,
+        documents,
+        naming(documents),
+        page_chars=1000,
+        shape=clear_first_read_of("doc01.txt", once_read=3),
+    )
+    offsets = [call.get("offset", 0) for call in read_inputs(job.messages)]
+    assert offsets == [0, 1000, 2000, 0]
     assert job.final_text == expected_report(documents)
 
 
