@@ -6,7 +6,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.panel import Panel
 from rich.progress_bar import ProgressBar
@@ -80,7 +80,8 @@ def job_panel(job: JobView, *, problem: str | None = None) -> Panel:
         rows.add_row("Subagents", ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
     if problem:
         rows.add_row("", Text(problem, style="yellow"))
-    return Panel(rows, title=f"Job {job.id} · {job.model}", title_align="left", expand=False)
+    title = f"Job {job.id} · {job.model} (limit {job.hard_limit:,} tokens)"
+    return Panel(rows, title=title, title_align="left", expand=False)
 
 
 def _last_request(job: JobView) -> RenderableType:
@@ -88,6 +89,11 @@ def _last_request(job: JobView) -> RenderableType:
     if last is None:
         return Text("none yet", style="dim")
     tokens = last.reported_input_tokens if last.reported_input_tokens is not None else last.estimated_tokens
-    bar = ProgressBar(total=job.budget, completed=min(tokens, job.budget), width=30)
-    words = Text(f"{tokens:,} of {job.budget:,} budget tokens (model limit {job.hard_limit:,}) · stage {last.stage}")
-    return Group(bar, words)
+    bar = Table.grid(padding=(0, 1))
+    bar.add_row(
+        ProgressBar(total=job.budget, completed=min(tokens, job.budget), width=30), f"{tokens / job.budget:.0%}"
+    )
+    lines = Table.grid()
+    lines.add_row(bar)
+    lines.add_row(f"{tokens:,} of {job.budget:,} budget tokens · stage {last.stage}")
+    return lines
