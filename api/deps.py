@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator
-from typing import Annotated, cast
+from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, Security, status
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
@@ -36,15 +35,16 @@ def session_of(database: DatabaseDep) -> Iterator[Session]:
 SessionDep = Annotated[Session, Depends(session_of)]
 
 
-def enqueue_with_celery(job_id: int) -> None:
-    # Imported when first needed: the API runs (and is tested) without the worker's Celery app loaded.
-    queue = importlib.import_module("worker.queue")
-    cast(Enqueue, queue.enqueue_step)(job_id)
+def enqueue_on_worker_queue(job_id: int) -> None:
+    # Imported when first needed: importing the API loads neither Celery nor the worker.
+    from worker.queue import enqueue_step
+
+    enqueue_step(job_id)
 
 
 def enqueue_of(request: Request) -> Enqueue:
     enqueue: Enqueue | None = request.app.state.enqueue
-    return enqueue if enqueue is not None else enqueue_with_celery
+    return enqueue if enqueue is not None else enqueue_on_worker_queue
 
 
 EnqueueDep = Annotated[Enqueue, Depends(enqueue_of)]

@@ -10,7 +10,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
@@ -27,6 +26,8 @@ from plimsoll import estimate_tokens
 
 # Shared helpers
 
+Response = Any  # the TestClient's: httpx's or httpx2's, by the Starlette installed
+
 
 @dataclass
 class Caller:
@@ -40,10 +41,10 @@ class Caller:
     def headers(self) -> dict[str, str]:
         return {"X-API-Key": self.key}
 
-    def get(self, path: str, *, headers: dict[str, str] | None = None, **request: Any) -> httpx.Response:
+    def get(self, path: str, *, headers: dict[str, str] | None = None, **request: Any) -> Response:
         return self.client.get(path, headers=self.headers | (headers or {}), **request)
 
-    def post(self, path: str, *, headers: dict[str, str] | None = None, **request: Any) -> httpx.Response:
+    def post(self, path: str, *, headers: dict[str, str] | None = None, **request: Any) -> Response:
         return self.client.post(path, headers=self.headers | (headers or {}), **request)
 
     def document(self, name: str, content: str) -> int:
