@@ -16,9 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
-from click.testing import Result
 from sqlalchemy import select
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from api.app import create_app
 from api.cli import app as cli
