@@ -141,7 +141,8 @@ def create_tenant_command(
     except InvalidInput as error:
         _fail(str(error))
     except SQLAlchemyError as error:
-        _fail(f"the database refused: {error.__class__.__name__}: {error.args[0] if error.args else error}")
+        reason = f"{error.__class__.__name__}: {error.args[0] if error.args else error}"
+        _fail(f"the database refused: {reason}. Check PLIMSOLL_DATABASE_URL, and that the migrations have run.")
     finally:
         if database_url:
             database.dispose()
