@@ -10,7 +10,8 @@
 from __future__ import annotations
 
 import sys
-import timeit
+import time
+from collections.abc import Callable
 
 from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters, skipped_references
 from bench.report import table
@@ -19,11 +20,12 @@ from emulator.tokenizer import load_encoding
 from plimsoll import PROFILES, estimate_tokens
 from worker.chapters import chapters
 
-GOAL = (1.00, 1.15)
+GOAL = (1.00, 1.15)  # on the corpus
+UNSEEN_GOAL = (1.00, float("inf"))  # elsewhere: never below the real count
 FITTED = ("claude", "cl100k", "o200k")
 
 
-def accuracy_rows(texts: dict[str, str]) -> list[list[str]]:
+def accuracy_rows(texts: dict[str, str], goal: tuple[float, float] = GOAL) -> list[list[str]]:
     counters = reference_counters()
     rows = []
     for name, text in texts.items():
@@ -35,7 +37,7 @@ def accuracy_rows(texts: dict[str, str]) -> list[list[str]]:
             reference = REFERENCE_OF_PROFILE[profile]
             if reference in real:
                 ratio = estimate_tokens(text, profile) / real[reference]
-                mark = "" if GOAL[0] <= ratio <= GOAL[1] else " ✗"
+                mark = "" if goal[0] <= ratio <= goal[1] else " ✗"
                 row.append(f"{ratio:.3f}{mark}")
             else:
                 row.append("skipped")
@@ -64,28 +66,39 @@ def mixed_text() -> tuple[str, str]:
     return "\n".join(c.text for c in parts), "generated chapters (../shared absent)"
 
 
-def throughput_rows(text: str, repeat: int = 5) -> list[list[str]]:
+def fastest(count: Callable[[str], object], text: str, repeat: int) -> float:
+    """The best of ``repeat`` timings, each on a fresh copy of ``text``: a string that has been encoded once
+    keeps its UTF-8 form, and the second reader would get it for free."""
+    best = float("inf")
+    for _ in range(repeat):
+        copy = text[:-1] + text[-1:]
+        started = time.perf_counter()
+        count(copy)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def throughput_rows(text: str, repeat: int = 7) -> list[list[str]]:
     o200k = load_encoding("o200k")
-    baseline = min(timeit.repeat(lambda: o200k.encode(text, disallowed_special=()), number=1, repeat=repeat))
+    baseline = fastest(lambda s: o200k.encode(s, disallowed_special=()), text, repeat)
     rows = [["tiktoken o200k encode", f"{len(text) / baseline / 1e6:.1f}", "1.0"]]
     for profile in PROFILES:
-        # A fresh copy each time, so no cached UTF-8 form of the string flatters us.
-        seconds = min(timeit.repeat(lambda: estimate_tokens(text + " ", profile), number=1, repeat=repeat))
+        seconds = fastest(lambda s, p=profile: estimate_tokens(s, p), text, repeat)
         rows.append([f"estimate_tokens({profile!r})", f"{len(text) / seconds / 1e6:.1f}", f"{baseline / seconds:.1f}"])
     return rows
 
 
 def main() -> None:
     corpus = corpus_files()
-    print("## Estimate ÷ real count, corpus files\n")
+    print("## Estimate ÷ real count, corpus files (✗: outside [1.00, 1.15])\n")
     if corpus:
         print(table(accuracy_header(), accuracy_rows(corpus)))
     else:
         print("Skipped: ../shared/corpus is absent.")
     for skipped in skipped_references():
         print(f"\nSkipped reference tokenizer: {skipped}")
-    print("\n## Estimate ÷ real count, scripts outside the corpus (bench/samples.py)\n")
-    print(table(accuracy_header(), accuracy_rows(unseen_samples())))
+    print("\n## Estimate ÷ real count, text the weights were not fitted to (bench/samples.py; ✗: below 1.00)\n")
+    print(table(accuracy_header(), accuracy_rows(unseen_samples(), UNSEEN_GOAL)))
     text, source = mixed_text()
     print(f"\n## Throughput on {len(text):,} characters of mixed text ({source})\n")
     print(table(["counter", "million chars/s", "× tiktoken"], throughput_rows(text)))

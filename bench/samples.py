@@ -50,10 +50,7 @@ SENTENCES = {
         "Այսօր առավոտյան քաղաքում թեթև անձրև եկավ, և երեխաները խաղում էին գրադարանի առջև։ "
         "Պապիկս ասաց, որ այս հին կամուրջը կառուցվել է ավելի քան հարյուր տարի առաջ։"
     ),
-    "amharic": (
-        "ዛሬ ጠዋት በከተማው ቀላል ዝናብ ዘነበ፤ ልጆች በቤተ መጻሕፍቱ ፊት ይጫወቱ ነበር። "
-        "አያቴ ይህ አሮጌ ድልድይ ከመቶ ዓመት በፊት እንደተሠራ ነገረኝ።"
-    ),
+    "amharic": ("ዛሬ ጠዋት በከተማው ቀላል ዝናብ ዘነበ፤ ልጆች በቤተ መጻሕፍቱ ፊት ይጫወቱ ነበር። አያቴ ይህ አሮጌ ድልድይ ከመቶ ዓመት በፊት እንደተሠራ ነገረኝ።"),
     "vietnamese": (
         "Sáng nay trời mưa nhẹ trong thành phố và bọn trẻ đang chơi trước thư viện. "
         "Ông tôi kể rằng cây cầu cũ này được xây dựng cách đây hơn một trăm năm."
@@ -87,8 +84,12 @@ SENTENCES = {
 
 def _numbers_json(rng: random.Random) -> str:
     rows = [
-        {"id": rng.randint(1, 10**9), "lat": round(rng.uniform(-90, 90), 6), "lon": round(rng.uniform(-180, 180), 6),
-         "ts": f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:00:00Z"}
+        {
+            "id": rng.randint(1, 10**9),
+            "lat": round(rng.uniform(-90, 90), 6),
+            "lon": round(rng.uniform(-180, 180), 6),
+            "ts": f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:00:00Z",
+        }
         for _ in range(60)
     ]
     return json.dumps(rows, indent=1)

@@ -1,26 +1,30 @@
 """Script-aware token estimates that run at C speed.
 
 A byte-level BPE tokenizer spends tokens very differently by script: English prose costs about one token per
-word, Russian about one per two letters, Chinese more than one per character. Characters ÷ 4 therefore undercounts
-everything that is not English. We estimate from the UTF-8 bytes instead:
+word, Russian about one per two letters, Chinese more than one per character. Characters / 4 therefore
+undercounts everything that is not English. We estimate from the UTF-8 bytes instead:
 
-* every byte belongs to a *class* (ASCII letter, digit, space, punctuation, ...; for a multi-byte character its
-  lead byte names the Unicode range: Cyrillic, Arabic, Indic, kana, Han, Hangul, emoji, ...);
-* each profile gives each class a cost in tokens per byte, plus a cost per UTF-8 continuation byte and a cost per
-  ASCII word start (a letter that follows a non-letter), which is what English and JSON mostly pay for.
+* every byte belongs to a *class*: ASCII letters, digits, spaces, punctuation, ...; a multi-byte character is
+  classed by its lead byte, which names its Unicode range (Cyrillic, Arabic, Indic, kana, Han, Hangul, emoji...);
+* a profile charges each class a cost per byte, plus a cost per character and per UTF-8 continuation byte, and
+  discounts for scripts that share a lead byte with costlier ones (Devanagari beside Tamil, say).
 
-The weights are fitted (see ``bench/estimator.py``) so that the estimate never falls below the real count of the
-profile's tokenizer. To stay fast we never loop in Python: the bytes are mapped through translation tables whose
-output bytes have as many set bits as the class costs (in 1/64 token), and the sum is one ``int.bit_count()``.
+The weights are fitted (``python -m bench.fit_profiles``) so that the estimate stays at or above the real count
+of the profile's tokenizer. Nothing loops in Python over the text: ``bytes.translate`` maps every byte to its
+cost, and ``zlib.adler32``, whose low half is one plus the sum of the bytes (mod 65521), adds the costs up a
+few hundred bytes at a time, at C speed.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-UNIT = 64  # weights are kept in 1/64 token
-_MAX_BYTE_UNITS = 8 * 8 + 8  # a byte's cost is 8 * bits(high table) + bits(low table)
+UNIT = 256  # estimates are summed in 1/256 token
+TABLE_UNIT = 4  # a table entry counts in 4/256 = 1/64 token; an entry is a byte, so at most 255/64 tokens
+_ADLER_MODULUS = 65521
+DENSE = 64  # discounts apply to a lead byte only when this many of its characters occur
 
 # Byte classes. A multi-byte character is classed by its lead byte, which fixes its Unicode range.
 CLASS_RANGES: dict[str, tuple[tuple[int, int], ...]] = {
@@ -28,17 +32,33 @@ CLASS_RANGES: dict[str, tuple[tuple[int, int], ...]] = {
     "tab": ((0x09, 0x09),),
     "newline": ((0x0A, 0x0A), (0x0D, 0x0D)),
     "space": ((0x20, 0x20),),
-    "punct": ((0x21, 0x2F), (0x3A, 0x40), (0x5B, 0x60), (0x7B, 0x7E)),
+    "quote": ((0x22, 0x22), (0x27, 0x27), (0x60, 0x60)),
+    "bracket": ((0x28, 0x29), (0x3C, 0x3C), (0x3E, 0x3E), (0x5B, 0x5B), (0x5D, 0x5D), (0x7B, 0x7B), (0x7D, 0x7D)),
+    "punct": (
+        (0x21, 0x21),
+        (0x23, 0x26),
+        (0x2A, 0x2F),
+        (0x3A, 0x3B),
+        (0x3D, 0x3D),
+        (0x3F, 0x40),
+        (0x5C, 0x5C),
+        (0x5E, 0x5F),
+        (0x7C, 0x7C),
+        (0x7E, 0x7E),
+    ),
     "digit": ((0x30, 0x39),),
     "upper": ((0x41, 0x5A),),
     "lower": ((0x61, 0x7A),),
     "continuation": ((0x80, 0xBF),),
     "latin1": ((0xC2, 0xC3),),  # U+0080-00FF: accented Latin, NBSP, «»
-    "latin_ext": ((0xC4, 0xCB),),  # U+0100-02FF: Latin Extended, IPA, modifiers
-    "combining": ((0xCC, 0xCD),),  # U+0300-036F: combining marks (and Greek from U+0370)
+    "latin_ext": ((0xC4, 0xC9),),  # U+0100-024F: Latin Extended A and B
+    "ipa_modifiers": ((0xCA, 0xCB),),  # U+0250-02FF
+    "combining": ((0xCC, 0xCD),),  # U+0300-037F: combining marks, the start of Greek
     "greek": ((0xCE, 0xCF),),  # U+0380-03FF
-    "cyrillic": ((0xD0, 0xD4),),  # U+0400-052F
-    "armenian_hebrew": ((0xD5, 0xD7),),  # U+0530-05FF
+    "cyrillic": ((0xD0, 0xD3),),  # U+0400-04FF
+    "cyrillic_ext": ((0xD4, 0xD4),),  # U+0500-053F: Cyrillic Supplement, Armenian capitals
+    "armenian": ((0xD5, 0xD6),),  # U+0540-05BF: Armenian, Hebrew points
+    "hebrew": ((0xD7, 0xD7),),  # U+05C0-05FF: Hebrew letters
     "arabic": ((0xD8, 0xDB),),  # U+0600-06FF
     "syriac_thaana_nko": ((0xDC, 0xDF),),  # U+0700-07FF
     "indic_thai": ((0xE0, 0xE0),),  # U+0800-0FFF: Devanagari ... Sinhala, Thai, Lao, Tibetan
@@ -59,48 +79,64 @@ TABLE_CLASSES = tuple(name for name in CLASS_RANGES if name != "continuation")
 
 @dataclass(frozen=True)
 class _Compiled:
-    high: bytes  # translation table: byte -> a byte with (units // 8) bits set
-    low: bytes  # translation table: byte -> a byte with (units % 8) bits set
-    word_start_units: int
+    table: bytes  # translation table: byte -> its cost in TABLE_UNITs
+    chunk: int  # bytes per adler32 call, so that a chunk's sum stays below the modulus
+    char_units: int
     continuation_units: int
-    refinements: tuple[tuple[int, bytes, int], ...]  # (first byte, byte prefix, extra units)
+    discounts: tuple[tuple[int, dict[bytes, int]], ...]  # (lead byte, {two-byte prefix: units off each char})
 
 
 @dataclass(frozen=True, eq=False)  # compared and hashed by identity: profiles are made once
 class Profile:
-    """How one tokenizer family spends tokens, in tokens per byte of each class.
+    """How one tokenizer family spends tokens.
 
-    ``weights`` must name every class of :data:`TABLE_CLASSES`. ``word_start`` is charged once per ASCII letter
-    that follows a non-letter; ``continuation`` once per UTF-8 continuation byte; ``refinements`` charge extra
-    tokens per occurrence of a byte prefix, for ranges that a lead byte alone cannot tell apart.
+    ``weights`` give every class of :data:`TABLE_CLASSES` its cost per byte, in whole 1/64 tokens up to 255/64.
+    ``per_char`` is charged once per character and ``continuation`` once per UTF-8 continuation byte, both in
+    1/256 token (``per_char`` carries most of the cost of the commonest class, lower-case letters, which 1/64
+    steps would round badly). ``discounts`` take tokens off every character whose UTF-8 form starts with a
+    two-byte prefix: scripts that share a lead byte with costlier ones.
+
+    A discount is counted only where its lead byte starts at least :data:`DENSE` characters of the text, and
+    only for the prefixes of those first characters (the scripts the text is written in): counting a prefix
+    costs a pass over the text, and a discount left out can only overestimate.
     """
 
     name: str
     description: str
     weights: Mapping[str, float]
-    word_start: float = 0.0
+    per_char: float = 0.0
     continuation: float = 0.0
-    refinements: Mapping[bytes, float] = field(default_factory=dict)
+    discounts: Mapping[bytes, float] = field(default_factory=dict)
     _compiled: _Compiled = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         missing = set(TABLE_CLASSES) - set(self.weights)
         if missing:
             raise ValueError(f"profile {self.name!r} has no weight for {sorted(missing)}")
-        units = [0] * 256
+        costs = [0] * 256
         for cls in TABLE_CLASSES:
-            weight = _units(self.weights[cls])
-            if not 0 <= weight <= _MAX_BYTE_UNITS:
-                raise ValueError(f"profile {self.name!r}: weight {self.weights[cls]} of {cls!r} is out of range")
+            weight = self.weights[cls]
+            cost = _units(weight) // TABLE_UNIT
+            if cost * TABLE_UNIT != _units(weight) or not 0 <= cost <= 255:
+                raise ValueError(
+                    f"profile {self.name!r}: the weight {weight} of {cls!r} must be a whole number of 1/64 tokens "
+                    "between 0 and 255/64"
+                )
             for first, last in CLASS_RANGES[cls]:
                 for byte in range(first, last + 1):
-                    units[byte] = weight
+                    costs[byte] = cost
+        for prefix, discount in self.discounts.items():
+            if len(prefix) != 2 or discount > 0:
+                raise ValueError(f"profile {self.name!r}: a discount needs a two-byte prefix and a value <= 0")
         compiled = _Compiled(
-            high=bytes(_bits(u // 8) for u in units),
-            low=bytes(_bits(u % 8) for u in units),
-            word_start_units=_units(self.word_start),
+            table=bytes(costs),
+            chunk=(_ADLER_MODULUS - 2) // max(1, max(costs)),  # 1 + the sum stays below the modulus
+            char_units=_units(self.per_char),
             continuation_units=_units(self.continuation),
-            refinements=tuple((prefix[0], prefix, _units(extra)) for prefix, extra in self.refinements.items()),
+            discounts=tuple(
+                (lead, {p: _units(d) for p, d in self.discounts.items() if p[0] == lead})
+                for lead in sorted({p[0] for p in self.discounts})
+            ),
         )
         object.__setattr__(self, "_compiled", compiled)
 
@@ -109,34 +145,39 @@ def _units(tokens: float) -> int:
     return round(tokens * UNIT)
 
 
-def _bits(n: int) -> int:
-    """A byte with exactly ``n`` bits set (0 <= n <= 8)."""
-    return (1 << n) - 1
-
-
-_LETTERS = bytes(0x61 if (0x41 <= b <= 0x5A or 0x61 <= b <= 0x7A) else 0x2E for b in range(256))
-
-
-def _popcount(data: bytes) -> int:
-    return int.from_bytes(data, "little").bit_count()
+def byte_sum(data: bytes, chunk: int) -> int:
+    """The sum of the bytes of ``data``; each chunk of ``chunk`` bytes must sum to less than 65520."""
+    view, adler32 = memoryview(data), zlib.adler32
+    return sum((adler32(view[i : i + chunk]) & 0xFFFF) - 1 for i in range(0, len(data), chunk))
 
 
 def estimated_units(text: str, profile: Profile) -> int:
-    """The estimate in 1/64 token, before rounding up."""
+    """The estimate in 1/256 token, before rounding up."""
     if not text:
         return 0
     compiled = profile._compiled
     data = text.encode("utf-8", "surrogatepass")
-    units = 8 * _popcount(data.translate(compiled.high)) + _popcount(data.translate(compiled.low))
-    units += compiled.continuation_units * (len(data) - len(text))
-    if compiled.word_start_units:
-        letters = data.translate(_LETTERS)
-        starts = letters.count(b".a") + (letters[0] == 0x61)
-        units += compiled.word_start_units * starts
-    for first, prefix, extra in compiled.refinements:
-        if first in data:
-            units += extra * data.count(prefix)
+    units = TABLE_UNIT * byte_sum(data.translate(compiled.table), compiled.chunk)
+    units += compiled.char_units * len(text) + compiled.continuation_units * (len(data) - len(text))
+    for lead, discounts in compiled.discounts:
+        for prefix in _scripts(data, lead):
+            if prefix in discounts:
+                units += discounts[prefix] * data.count(prefix)
     return units
+
+
+def _scripts(data: bytes, lead: int) -> set[bytes]:
+    """The two-byte prefixes of the first :data:`DENSE` characters with this lead byte, each with its sibling
+    (a script's block spans two prefixes); nothing when fewer characters have it."""
+    seen: set[bytes] = set()
+    position = data.find(lead)
+    for _ in range(DENSE):
+        if position < 0 or position + 1 >= len(data):
+            return set()
+        second = data[position + 1]
+        seen.update((bytes((lead, second)), bytes((lead, second ^ 1))))
+        position = data.find(lead, position + 1)
+    return seen
 
 
 def count_tokens(text: str, profile: Profile) -> int:

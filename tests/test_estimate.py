@@ -1,0 +1,117 @@
+"""Token estimates: the published rule exactly, the fitted profiles against the real tokenizers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
+from bench.samples import unseen_samples
+from plimsoll import PROFILES, estimate_message, estimate_tokens
+from plimsoll.estimate import Profile, byte_sum
+from plimsoll.estimate import TABLE_CLASSES
+from worker.chapters import chapters
+
+FITTED = ("claude", "cl100k", "o200k")
+
+
+def simple_rule(text: str) -> int:
+    """The published rule, one character at a time: ASCII 4 per token, CJK 1, everything else 2."""
+    ascii_chars = sum(1 for ch in text if ord(ch) < 0x80)
+    cjk = sum(1 for ch in text if 0x3000 <= ord(ch) <= 0xDFFF or 0xF000 <= ord(ch) <= 0xFFFF)
+    return math.ceil(ascii_chars / 4 + cjk + (len(text) - ascii_chars - cjk) / 2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(codec="utf-8"), max_size=300))
+def test_the_simple_profile_is_exactly_the_published_rule(text: str) -> None:
+    assert estimate_tokens(text, "simple") == simple_rule(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(codec="utf-8"), max_size=300), st.sampled_from(sorted(PROFILES)))
+def test_estimates_are_never_negative_and_empty_text_costs_nothing(text: str, profile: str) -> None:
+    assert estimate_tokens(text, profile) >= 0
+    assert estimate_tokens("", profile) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=2_000), st.text(max_size=2_000), st.sampled_from(FITTED))
+def test_an_estimate_never_grows_when_text_is_cut(first: str, second: str, profile: str) -> None:
+    """Estimates add up (a discount may only be left out of the parts, which raises them)."""
+    assert (
+        estimate_tokens(first + second, profile)
+        <= estimate_tokens(first, profile) + estimate_tokens(second, profile) + 1
+    )
+
+
+def test_byte_sums_are_exact_across_chunks() -> None:
+    data = bytes(range(256)) * 1_000
+    assert byte_sum(data, 257) == sum(data)
+
+
+def test_a_profile_with_bad_weights_is_refused() -> None:
+    with pytest.raises(ValueError, match="no weight"):
+        Profile(name="x", description="", weights={})
+    with pytest.raises(ValueError, match="1/64"):
+        Profile(name="x", description="", weights={c: 0.01 for c in TABLE_CLASSES})
+    with pytest.raises(ValueError, match="discount"):
+        Profile(name="x", description="", weights={c: 0.0 for c in TABLE_CLASSES}, discounts={b"\xe0": -1.0})
+
+
+def test_unknown_profiles_get_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="known: "):
+        estimate_tokens("hello", "gpt-2")
+
+
+def test_messages_count_their_blocks_and_framing() -> None:
+    text = "Прочитай главу и запиши один факт."
+    as_string = estimate_message({"role": "user", "content": text})
+    as_block = estimate_message({"role": "user", "content": [{"type": "text", "text": text}]})
+    assert as_string == as_block > estimate_tokens(text)
+    call = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read", "input": {"a": 1}}]}
+    assert estimate_message(call) > 0
+
+
+@pytest.mark.parametrize("profile", FITTED)
+def test_on_text_the_weights_were_not_fitted_to_estimates_stay_above_the_real_count(profile: str) -> None:
+    """bench/samples.py holds scripts and kinds of text kept out of the fit: Devanagari, Tamil, Bengali, Thai,
+    Arabic, Hebrew, Greek, Amharic, emoji, mixed English and Chinese, code, JSON numbers, CSV, hashes."""
+    reference = REFERENCE_OF_PROFILE[profile]
+    if reference not in reference_counters():
+        pytest.skip(f"the {reference} tokenizer is in ../shared/tokenizers, which is absent")
+    count = reference_counters()[reference]
+    # Known exceptions, measured and reported by bench.estimator: o200k reads our own Georgian and Armenian
+    # sentences (not native text) more densely than the news articles the weights were fitted to, and Polish is
+    # one of the Latin-script languages the fit only penalises.
+    exceptions = {("o200k", "georgian"), ("o200k", "armenian"), ("o200k", "polish")}
+    low = {
+        name: round(estimate_tokens(text, profile) / count(text), 3)
+        for name, text in unseen_samples().items()
+        if (profile, name) not in exceptions and estimate_tokens(text, profile) < count(text)
+    }
+    assert low == {}
+
+
+@pytest.mark.parametrize("profile", FITTED)
+def test_generated_chapters_in_every_language_are_overestimated(profile: str) -> None:
+    reference = REFERENCE_OF_PROFILE[profile]
+    if reference not in reference_counters():
+        pytest.skip(f"the {reference} tokenizer is in ../shared/tokenizers, which is absent")
+    count = reference_counters()[reference]
+    for chapter in chapters(4, chars=6_000, prefer_corpus=False):
+        assert estimate_tokens(chapter.text, profile) >= count(chapter.text), chapter.name
+
+
+@pytest.mark.parametrize("profile", FITTED)
+def test_every_corpus_file_is_estimated_within_1_00_and_1_15_of_its_real_count(profile: str) -> None:
+    corpus = corpus_files()
+    reference = REFERENCE_OF_PROFILE[profile]
+    if not corpus or reference not in reference_counters():
+        pytest.skip("../shared (the corpus and the legacy Claude tokenizer) is absent")
+    count = reference_counters()[reference]
+    ratios = {name: round(estimate_tokens(text, profile) / count(text), 3) for name, text in corpus.items()}
+    assert all(1.00 <= ratio <= 1.15 for ratio in ratios.values()), ratios
