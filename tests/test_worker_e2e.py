@@ -26,7 +26,7 @@ from worker.queue import enqueue_step
 
 pytestmark = pytest.mark.usefixtures("celery_worker")
 
-NOTE = re.compile(r'^NOTE (?P<name>\S+): (?P<chars>\d+) chars, sha256 (?P<sha>[0-9a-f]{12}), starts', re.MULTILINE)
+NOTE = re.compile(r"^NOTE (?P<name>\S+): (?P<chars>\d+) chars, sha256 (?P<sha>[0-9a-f]{12}), starts", re.MULTILINE)
 
 
 def submit(database: Database, texts: dict[str, str], *, kind: str = JobKind.MAIN, **job: Any) -> int:
@@ -60,7 +60,9 @@ def wait_for(database: Database, job_id: int, timeout: float = 180.0) -> Job:
 
 def _children_running(database: Database, job_id: int) -> bool:
     with database.session() as session:
-        return any(not JobStatus(s).finished for s in session.scalars(select(Job.status).where(Job.parent_id == job_id)))
+        return any(
+            not JobStatus(s).finished for s in session.scalars(select(Job.status).where(Job.parent_id == job_id))
+        )
 
 
 def notes_in(answer: str) -> dict[str, str]:
@@ -88,7 +90,9 @@ def test_a_subagent_reads_40_russian_chapters_under_a_budget_far_below_their_tot
     with database.session() as session:
         stored = all_messages(session, job_id)
         steps = steps_of(session, job_id)
-        assert all(m.token_estimate == estimate_message({"role": m.role, "content": m.content}, job.profile) for m in stored)
+        assert all(
+            m.token_estimate == estimate_message({"role": m.role, "content": m.content}, job.profile) for m in stored
+        )
         assert all(s.estimated_tokens <= s.planning_budget <= 40_000 for s in steps)
         assert all(s.reported_input_tokens is not None and s.reported_input_tokens <= 40_000 for s in steps)
         assert {s.stage for s in steps} >= {"as_is", "cleared_results"}
