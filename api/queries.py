@@ -3,8 +3,7 @@ Every function is scoped to a tenant or to a job already checked to be the tenan
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
@@ -13,8 +12,6 @@ from models.errors import NotFound
 from models.tables import Document, Job, Message, Notice, Step
 
 Row = TypeVar("Row")
-
-READ_DOCUMENT = "read_document"
 
 
 def page_of(session: Session, query: Select[Row], *, offset: int, limit: int) -> tuple[list[Row], int]:
@@ -68,27 +65,3 @@ def notice_of(session: Session, *, tenant_id: int, notice_id: int) -> Notice:
     if notice is None or notice.tenant_id != tenant_id:
         raise NotFound(f"no notice with id {notice_id}")
     return notice
-
-
-def documents_read(session: Session, *, job_ids: Iterable[int], names: Iterable[str]) -> list[str]:
-    """The distinct ``names`` that ``read_document`` calls of these jobs asked for, in the order first asked.
-    Only assistant messages are loaded: they are small, the documents' texts sit in the user messages."""
-    allowed = set(names)
-    query = select(Message.content).where(Message.job_id.in_(list(job_ids)), Message.role == "assistant")
-    contents = session.scalars(query.order_by(Message.id))
-    read: dict[str, None] = {}
-    for content in contents:
-        for name in _read_document_names(content):
-            if name in allowed:
-                read.setdefault(name)
-    return list(read)
-
-
-def _read_document_names(content: Any) -> Iterable[str]:
-    if not isinstance(content, list):
-        return
-    for block in content:
-        if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") == READ_DOCUMENT:
-            arguments = block.get("input")
-            if isinstance(arguments, dict) and isinstance(arguments.get("name"), str):
-                yield arguments["name"]

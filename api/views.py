@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from api.queries import documents_read
 from api.schemas import ChildJob, JobSummary, JobView, LastRequest, Progress, Usage
+from models.history import documents_read
 from models.jobs import children_of, last_step
 from models.tables import Job, Step
 

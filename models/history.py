@@ -54,3 +54,30 @@ def message_bodies(session: Session, job_id: int, seqs: Iterable[int]) -> dict[i
 
 def all_messages(session: Session, job_id: int) -> list[Message]:
     return list(session.scalars(select(Message).where(Message.job_id == job_id).order_by(Message.seq)))
+
+
+READ_DOCUMENT = "read_document"
+
+
+def documents_read(session: Session, *, job_ids: Iterable[int], names: Iterable[str]) -> list[str]:
+    """The distinct ``names`` that ``read_document`` calls of these jobs asked for, in the order first asked.
+    Only assistant messages are loaded: they are small, the documents' texts sit in the user messages."""
+    allowed = set(names)
+    query = select(Message.content).where(Message.job_id.in_(list(job_ids)), Message.role == "assistant")
+    contents = session.scalars(query.order_by(Message.id))
+    read: dict[str, None] = {}
+    for content in contents:
+        for name in _read_document_names(content):
+            if name in allowed:
+                read.setdefault(name)
+    return list(read)
+
+
+def _read_document_names(content: Any) -> Iterable[str]:
+    if not isinstance(content, list):
+        return
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") == READ_DOCUMENT:
+            arguments = block.get("input")
+            if isinstance(arguments, dict) and isinstance(arguments.get("name"), str):
+                yield arguments["name"]

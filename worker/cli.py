@@ -1,0 +1,92 @@
+"""The ``plimsoll`` command: the API's commands (submit, watch, notices, api, tenant) and the worker's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from api.cli import app as api_commands
+from models.migrate import upgrade
+from models.settings import get_settings
+from worker.demo import DemoReport, run_demo
+from worker.demo import Progress as DemoProgress
+
+app = typer.Typer(help="Plimsoll: long LLM agent work that never overflows the model's context.", no_args_is_help=True)
+app.add_typer(api_commands)
+
+
+@app.command()
+def worker(
+    concurrency: Annotated[int, typer.Option(help="Steps run at the same time in this worker.")] = 2,
+    loglevel: Annotated[str, typer.Option(help="Celery's log level.")] = "info",
+) -> None:
+    """Run a Celery worker that takes job steps from the Redis broker."""
+    from worker.celery_app import STEP_QUEUE
+    from worker.celery_app import app as celery
+
+    celery.worker_main(["worker", "-Q", STEP_QUEUE, "-E", f"--concurrency={concurrency}", f"--loglevel={loglevel}"])
+
+
+@app.command()
+def migrate() -> None:
+    """Bring the database (PLIMSOLL_DATABASE_URL) to the newest schema."""
+    upgrade(get_settings().database_url)
+    Console(stderr=True).print("The database is up to date.")
+
+
+@app.command()
+def demo(
+    folder: Annotated[Path, typer.Option(help="Where the demo's SQLite database goes.")] = Path("var"),
+    chapters: Annotated[int, typer.Option(min=2, help="How many chapters the subagent checks.")] = 40,
+    chars: Annotated[int, typer.Option(min=1_000, help="Characters per chapter.")] = 45_000,
+    budget: Annotated[int, typer.Option(min=10_000, help="Input tokens per request.")] = 400_000,
+) -> None:
+    """Check 40 long multilingual chapters with a subagent, under a budget far below their total: no services
+    needed (SQLite, an in-process worker and the bundled model emulator)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    console = Console()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as bar:
+        task = bar.add_task("chapters read", total=chapters)
+
+        def show(progress: DemoProgress) -> None:
+            request = f"{progress.last_request:,}" if progress.last_request else "-"
+            bar.update(
+                task,
+                completed=progress.chapters_read,
+                description=f"step {progress.step:>3} · last request {request} tokens · {progress.cleared} cleared",
+            )
+
+        report = run_demo(folder, count=chapters, chars=chars, budget=budget, on_progress=show)
+    console.print(summary(report))
+    if report.status != "succeeded" or report.chapters_read != report.chapters:
+        raise typer.Exit(1)
+
+
+def summary(report: DemoReport) -> Table:
+    table = Table(title="Plimsoll demo: one subagent, one instruction, many long tool results")
+    table.add_column("")
+    table.add_column("", justify="right")
+    rows = [
+        ("job", report.status),
+        ("chapters read and noted correctly", f"{report.chapters_read} of {report.chapters}"),
+        ("all chapters together (real tokens)", f"{report.total_tokens:,}"),
+        ("requests", f"{report.requests}"),
+        ("largest request (real tokens)", f"{report.max_request:,}"),
+        ("budget per request", f"{report.budget:,}"),
+        ("model's hard limit", f"{report.limit:,}"),
+        ("largest estimate", f"{report.max_estimate:,}"),
+        ("results cleared in one request, at most", f"{report.cleared_at_most}"),
+        ("stage reached", report.stage_reached),
+        ("cache-read share of input", f"{report.cache_read_share:.0%}"),
+        ("time in our code per step", f"{report.overhead_ms_per_step:.1f} ms"),
+        ("wall time", f"{report.seconds} s"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
