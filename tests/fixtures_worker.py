@@ -67,7 +67,13 @@ def celery_worker(worker_environment: dict[str, str]) -> Iterator[Any]:
     app.conf.task_default_queue = queue
     app.conf.task_default_routing_key = queue
     with start_worker(
-        app, pool="threads", concurrency=4, queues=[queue], perform_ping_check=False, shutdown_timeout=30
+        app,
+        pool="threads",
+        concurrency=4,
+        queues=[queue],
+        perform_ping_check=False,
+        shutdown_timeout=30,
+        send_events=True,  # as `plimsoll worker` does (-E): Flower shows them
     ) as worker:
         yield worker
 

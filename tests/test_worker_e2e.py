@@ -3,8 +3,10 @@ emulator counting with a real tokenizer."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
+import threading
 import time
 import uuid
 from typing import Any
@@ -137,3 +139,100 @@ def test_a_too_long_rejection_becomes_one_notice_without_retry_or_alert(
     assert [n.text for n in notices] == [TOO_LONG_NOTICE]
     assert job.retries == 0
     assert sentry_events == []
+
+
+def test_rate_limits_and_overloads_are_retried_and_the_job_still_succeeds(
+    database: Database, emulator_reset: EmulatorServer
+) -> None:
+    emulator_reset.configure(faults={"script": ["429", "529", "none", "429"], "retry_after_seconds": 0.2})
+    texts = {c.name: c.text for c in chapters(3, chars=2_000, languages=("en",))}
+    job_id = submit(database, texts, kind=JobKind.SUBAGENT, budget=20_000)
+    job = wait_for(database, job_id)
+
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert job.retries == 3
+    rejections = emulator_reset.stats()["rejections"]
+    assert rejections == {"rate_limit": 2, "overloaded": 1}
+
+
+def test_an_invalid_request_fails_the_job_and_alerts_once(
+    database: Database, emulator_reset: EmulatorServer, sentry_events: list[dict[str, Any]]
+) -> None:
+    emulator_reset.configure(api_key="a-key-the-worker-does-not-have")
+    job_id = submit(database, {"a.txt": "Some text."}, budget=20_000)
+    job = wait_for(database, job_id)
+
+    assert job.status == JobStatus.FAILED
+    assert emulator_reset.stats()["requests"] == 1  # an authentication failure is not retried
+    assert len(sentry_events) == 1
+    with database.session() as session:
+        assert list(session.scalars(select(Notice).where(Notice.job_id == job_id))) == []
+
+
+def test_task_events_show_flower_the_job_step_and_tokens(
+    database: Database, emulator_reset: EmulatorServer, celery_worker: Any
+) -> None:
+    """Flower shows what the workers' task events carry: each step's result names the job, the step, the stage
+    and the tokens estimated and reported."""
+    from worker.celery_app import app
+
+    events: list[dict[str, Any]] = []
+    with app.connection_for_read() as connection:
+        receiver = app.events.Receiver(connection, handlers={"task-succeeded": events.append})
+        listening = threading.Thread(target=_capture, args=(receiver,), daemon=True)
+        listening.start()
+        time.sleep(0.5)  # the receiver's queue is bound before the job starts
+        job_id = submit(database, {"a.txt": "Some text.", "b.txt": "More text."}, kind=JobKind.SUBAGENT, budget=20_000)
+        wait_for(database, job_id)
+        time.sleep(1.0)
+        receiver.should_stop = True
+        listening.join(timeout=5)
+    results = [e["result"] for e in events if f"'job_id': {job_id}" in e.get("result", "")]
+    assert len(results) == 3  # read a.txt, read b.txt, report
+    assert all(
+        "'step'" in r and "'stage'" in r and "'estimated_tokens'" in r and "'reported_tokens'" in r for r in results
+    )
+
+
+def _capture(receiver: Any) -> None:
+    with contextlib.suppress(TimeoutError, OSError):
+        receiver.capture(limit=None, timeout=30, wakeup=True)
+
+
+def test_through_the_api_upload_and_enqueue_then_the_worker_runs_the_job(
+    database: Database, emulator_reset: EmulatorServer
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+
+    with database.session() as session:
+        _, key = create_tenant(session, name=f"api-{uuid.uuid4().hex[:8]}")
+    texts = {c.name: c.text for c in chapters(12, chars=4_000, languages=("ru", "zh"))}
+    with TestClient(create_app(database=database)) as client:
+        headers = {"X-API-Key": key}
+        files = [("files", (name, text.encode(), "text/plain")) for name, text in texts.items()]
+        uploaded = client.post("/v1/documents", files=files, headers=headers)
+        assert uploaded.status_code == 201, uploaded.text
+        ids = [d["id"] for d in uploaded.json()["documents"]]
+        created = client.post(
+            "/v1/jobs",
+            json={"instruction": "Note one fact of each chapter.", "document_ids": ids, "budget": 20_000},
+            headers=headers,
+        )
+        assert created.status_code == 201, created.text
+        job_id = created.json()["id"]
+        job = wait_for(database, job_id)
+        view = client.get(f"/v1/jobs/{job_id}", headers=headers).json()
+        history = client.get(f"/v1/jobs/{job_id}/messages", params={"limit": 1000}, headers=headers).json()
+
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert notes_in(job.final_answer or "") == {name: sha12(text) for name, text in texts.items()}
+    assert view["status"] == "succeeded"
+    assert sorted(view["progress"]["documents_read"]) == sorted(texts)
+    assert view["last_request"]["stage"] in ("as_is", "cleared_results")
+    # 12 chapters: the main job handed two groups to subagents, then reported what they found.
+    assert [child["status"] for child in view["children"]] == ["succeeded", "succeeded"]
+    assert [item["role"] for item in history["items"]] == ["user", "assistant", "user", "assistant"]
+    assert history["total"] == 4
+    assert all(item["token_estimate"] > 0 for item in history["items"])

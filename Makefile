@@ -1,0 +1,38 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint bench install install-dev services clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+install: $(BIN)/python  ## the service and its command, nothing for development
+	$(BIN)/pip install --quiet -e .
+
+install-dev: $(BIN)/python  ## everything the tests, linters and benchmarks need
+	$(BIN)/pip install --quiet -e ".[dev,bench]"
+
+demo: install  ## the main job on the embedded defaults: SQLite, an in-process worker, the bundled emulator
+	$(BIN)/plimsoll demo
+
+services:  ## PostgreSQL and Redis at their local addresses: found, started, or said what is missing
+	bash .ci/ensure-services
+
+test: install-dev services  ## the whole test suite against real PostgreSQL, Redis and a Celery worker
+	$(BIN)/pytest -q
+
+lint: install-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy plimsoll models worker api emulator
+
+bench: install-dev  ## the benchmarks, each printing its tables
+	$(BIN)/python -m bench.estimator
+	$(BIN)/python -m bench.fitting
+	$(BIN)/python -m bench.three_failures
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache .hypothesis
