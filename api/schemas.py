@@ -65,7 +65,9 @@ class JobIn(Input):
     locale: str | None = Field(
         default=None, max_length=16, pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$", examples=["en", "cs-CZ"]
     )
-    strategy: str = Field(default="plimsoll", description="plimsoll, or original / legacy to reproduce old failures")
+    strategy: str = Field(
+        default="plimsoll", description="plimsoll, or original / legacy / unbatched to reproduce old failures"
+    )
     safety_net: bool = Field(default=True, description="tell the agent that old tool results are cleared")
 
 

@@ -15,7 +15,7 @@ from models.history import append_messages
 from models.settings import get_settings
 from models.tables import Job, JobDocument, JobKind, JobStatus, Step
 
-STRATEGIES = ("plimsoll", "original", "legacy")
+STRATEGIES = ("plimsoll", "original", "legacy", "unbatched")
 
 
 def opening_message(instruction: str, names: Sequence[str]) -> dict[str, Any]:

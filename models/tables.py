@@ -93,8 +93,9 @@ class Job(Base):
     max_output_tokens: Mapped[int] = mapped_column(Integer)
     locale: Mapped[str] = mapped_column(String(16), default="en")
     # How requests are fitted: "plimsoll" (the three stages, the model's profile, calibration), or, to
-    # reproduce the published failures, "original" (the three stages, the simple by-script rule, no calibration)
-    # and "legacy" (cut only at user messages, characters / 4).
+    # reproduce the published failures, "original" (the three stages, the simple by-script rule, no calibration),
+    # "legacy" (cut only at user messages, characters / 4) and "unbatched" (Plimsoll clearing one result at a
+    # time, which breaks the prompt cache at every call).
     strategy: Mapped[str] = mapped_column(String(16), default="plimsoll")
     safety_net: Mapped[bool] = mapped_column(default=True)  # tell the agent that old results are cleared
     status: Mapped[str] = mapped_column(String(20), default=JobStatus.QUEUED, index=True)

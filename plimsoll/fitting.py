@@ -33,7 +33,7 @@ from plimsoll.profiles import get_profile
 Stage = Literal["as_is", "cleared_results", "user_turns", "tool_rounds"]
 BATCH = 4  # results are cleared four at a time, so the request prefix changes only once every few calls
 ADAPTIVE_SHARE = 8  # an adaptive batch also frees at least budget // ADAPTIVE_SHARE tokens
-Batching = Literal["four", "adaptive"]
+Batching = Literal["four", "adaptive", "one"]  # "one": a result at a time, the cache-breaking way, for comparison
 KEEP_SHARE = 4  # the newest results within budget // KEEP_SHARE stay whole (always at least one)
 ELIGIBLE_FACTOR = 2  # a result under twice the note's size is left alone: clearing it would save next to nothing
 
@@ -114,6 +114,8 @@ def _batch_end(savings: Sequence[int], count: int, budget: int, batching: Batchi
     set stays cleared over several calls. ``"four"``: every fourth result. ``"adaptive"``: a batch also frees at
     least ``budget // ADAPTIVE_SHARE`` tokens, so with small results one change of the prefix serves many calls.
     """
+    if batching == "one":
+        return count
     if batching == "four":
         return min(len(savings), -(-count // BATCH) * BATCH)
     quantum = budget // ADAPTIVE_SHARE

@@ -9,29 +9,17 @@ thread pool consuming it, the test PostgreSQL database and the emulator as the m
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import sentry_sdk
-from celery.contrib.testing.worker import start_worker
 from sentry_sdk.transport import Transport
 
+from bench.stack import REDIS_URL, environment
+from bench.stack import celery_worker as start_celery_worker
 from emulator import EmulatorServer
-from models import db, settings
 from tests.fixtures_emulator import TEST_API_KEY
-
-REDIS_URL = os.environ.get("PLIMSOLL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
-def _clear_cached_settings() -> None:
-    from worker import tasks
-
-    settings.get_settings.cache_clear()
-    db.get_database.cache_clear()
-    tasks._services.cache_clear()
 
 
 @pytest.fixture(scope="session")
@@ -46,35 +34,13 @@ def worker_environment(database_url: str, emulator: EmulatorServer) -> Iterator[
         "PLIMSOLL_OPENAI_API_KEY": TEST_API_KEY,
         "PLIMSOLL_MAX_TRANSIENT_RETRIES": "4",
     }
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    _clear_cached_settings()
-    yield values
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-    _clear_cached_settings()
+    with environment(values):
+        yield values
 
 
 @pytest.fixture(scope="session")
 def celery_worker(worker_environment: dict[str, str]) -> Iterator[Any]:
-    from worker.celery_app import app
-
-    queue = f"plimsoll-test-{uuid.uuid4().hex[:8]}"  # test sessions running side by side never share steps
-    app.conf.broker_url = REDIS_URL
-    app.conf.task_default_queue = queue
-    app.conf.task_default_routing_key = queue
-    with start_worker(
-        app,
-        pool="threads",
-        concurrency=4,
-        queues=[queue],
-        perform_ping_check=False,
-        shutdown_timeout=30,
-        send_events=True,  # as `plimsoll worker` does (-E): Flower shows them
-    ) as worker:
+    with start_celery_worker(REDIS_URL) as worker:
         yield worker
 
 

@@ -33,6 +33,7 @@ from plimsoll import (
     plan,
 )
 from plimsoll.baselines import legacy_plan
+from plimsoll.fitting import Batching
 from plimsoll.messages import BLOCK_OVERHEAD, MESSAGE_OVERHEAD
 from worker.errors import ProviderError, TooLong
 from worker.prompts import system_prompt
@@ -41,6 +42,7 @@ from worker.routing import route
 from worker.tools import Delegation, result, run_tool, tools_for
 
 Enqueue = Callable[[int, float | None], None]  # (job id, delay in seconds or None)
+CALIBRATED = ("plimsoll", "unbatched")  # the reproductions of the published failures run uncorrected
 CONTINUE_AFTER_CUT_OFF = "(Your reply was cut off at the output limit. Continue exactly where it stopped.)"
 
 
@@ -201,13 +203,14 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
     system, tools = system_prompt(job), tools_for(job)
     overhead = request_overhead(system, tools, job.profile)
     calibrator = Calibrator.from_dict(job.calibration)
-    factor = calibrator.factor if job.strategy == "plimsoll" else 1.0
+    factor = calibrator.factor if job.strategy in CALIBRATED else 1.0
     planning_budget = int(job.budget / factor)
+    batching: Batching = "one" if job.strategy == "unbatched" else "four"
     try:
         chosen = (
             legacy_plan(every, planning_budget, profile=job.profile, overhead=overhead)
             if job.strategy == "legacy"
-            else plan(every, planning_budget, profile=job.profile, overhead=overhead)
+            else plan(every, planning_budget, profile=job.profile, overhead=overhead, batching=batching)
         )
     except DoesNotFit as error:
         raise _NothingFits(error, carried) from error
@@ -270,7 +273,7 @@ def _store(session: Session, job: Job, prepared: _Prepared, reply: Reply, *, sta
     job.output_tokens += usage.output_tokens
     job.cache_read_tokens += usage.cache_read_tokens
     job.cache_write_tokens += usage.cache_write_tokens
-    if job.strategy == "plimsoll" and prepared.chosen.tokens > 0:
+    if job.strategy in CALIBRATED and prepared.chosen.tokens > 0:
         calibrator = Calibrator.from_dict(job.calibration)
         calibrator.observe(prepared.chosen.tokens, usage.total_input)
         job.calibration = calibrator.to_dict()

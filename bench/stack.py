@@ -1,0 +1,112 @@
+"""The real stack for benchmarks and tests: a fresh PostgreSQL database, Redis, a Celery worker, the API and
+the emulator, each in this process where it can be, all talking over their real protocols."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from models import db, settings
+from models.migrate import upgrade
+
+POSTGRES_URL = os.environ.get("PLIMSOLL_TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("PLIMSOLL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@contextmanager
+def fresh_database(server_url: str = POSTGRES_URL, prefix: str = "plimsoll_test") -> Iterator[str]:
+    """A new, migrated database on the server of ``server_url``, dropped afterwards; yields its URL."""
+    server = make_url(server_url).set(drivername="postgresql+psycopg")
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    url = server.set(database=name).render_as_string(hide_password=False)
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def clear_cached_settings() -> None:
+    from worker import tasks
+
+    settings.get_settings.cache_clear()
+    db.get_database.cache_clear()
+    tasks._services.cache_clear()
+
+
+@contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """Settings given to every part through the environment, as in production; restored afterwards."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    clear_cached_settings()
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        clear_cached_settings()
+
+
+@contextmanager
+def celery_worker(broker_url: str = REDIS_URL, concurrency: int = 4) -> Iterator[Any]:
+    """A Celery worker in this process, on a queue of its own (runs side by side never share steps)."""
+    from celery.contrib.testing.worker import start_worker
+
+    import worker.tasks  # noqa: F401  (registers the task)
+    from worker.celery_app import app
+
+    queue = f"plimsoll-{uuid.uuid4().hex[:8]}"
+    app.conf.broker_url = broker_url
+    app.conf.task_default_queue = queue
+    app.conf.task_default_routing_key = queue
+    with start_worker(
+        app,
+        pool="threads",
+        concurrency=concurrency,
+        queues=[queue],
+        perform_ping_check=False,
+        shutdown_timeout=60,
+        send_events=True,  # as `plimsoll worker` does (-E): Flower shows them
+    ) as started:
+        yield started
+
+
+@contextmanager
+def api_server(database_url: str) -> Iterator[str]:
+    """The HTTP API served by uvicorn on a free port of 127.0.0.1; yields its base URL."""
+    from api.app import create_app
+    from models.db import Database
+
+    database = Database(database_url)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(database=database), log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        database.dispose()
