@@ -1,0 +1,32 @@
+# The Plimsoll app image: the API, the Celery worker, Flower, the migrations and the model emulator all run
+# from it (docker-compose.yml picks the command). Runtime dependencies only: no dev or bench extras.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+
+# The dependencies first, from pyproject.toml alone ([project].dependencies, no extras), so this layer is
+# rebuilt only when the dependency list changes, not on every change to the code.
+COPY pyproject.toml ./
+RUN python -c 'import tomllib; project = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(project["dependencies"]))' \
+        > /tmp/requirements.txt \
+    && pip install --requirement /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
+
+# Then the project itself. The source tree stays in /app too: alembic.ini and migrations/ are read from here
+# by `alembic upgrade head`, and `plimsoll demo` writes its SQLite file to /app/var.
+COPY . .
+RUN pip install --no-deps . \
+    && rm -rf build ./*.egg-info \
+    && useradd --create-home --uid 10001 --user-group plimsoll \
+    && mkdir -p var \
+    && chown plimsoll:plimsoll var
+
+USER plimsoll
+
+EXPOSE 8000
+CMD ["uvicorn", "api.app:app", "--host", "0.0.0.0", "--port", "8000"]

@@ -1,0 +1,1059 @@
+"""docker-compose.yml, the Dockerfile and .dockerignore, checked without Docker.
+
+Docker does not run on our machines, so the compose file is parsed (PyYAML) and interpolated here the way
+Compose does it (``$$``, ``${VAR}``, ``${VAR:-default}``, ``${VAR:?error}``, ..., nested), then checked: the
+services, their images, the order they start in, their healthchecks (run for real against local HTTP servers
+where they are HTTP checks), Flower's basic auth, the settings every Plimsoll service gets and where they point,
+the absence of secrets, the documentation of every variable, and that every command names code that exists and
+arguments its program accepts. When a Docker Compose CLI is installed, ``docker compose config`` checks the
+file too.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import fnmatch
+import http.server
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import tomllib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import click
+import pytest
+import yaml
+from sqlalchemy.engine import make_url
+
+from emulator import EmulatorServer
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
+DOCKERIGNORE = ROOT / ".dockerignore"
+COMPOSE_DOC = ROOT / "docs" / "compose.md"
+ENV_EXAMPLE = ROOT / ".env.example"
+
+REQUIRED_SERVICES = {"postgres", "redis", "migrate", "api", "worker", "flower", "emulator"}
+PLIMSOLL_SERVICES = ("migrate", "api", "worker", "flower")  # run Plimsoll code: they get its settings
+APP_IMAGE_SERVICES = (*PLIMSOLL_SERVICES, "emulator")  # run from the image the Dockerfile builds
+ONE_SHOT_SERVICES = ("migrate",)
+LONG_RUNNING_SERVICES = tuple(sorted(REQUIRED_SERVICES - set(ONE_SHOT_SERVICES)))
+
+# Who waits for whom, and for what: the migrations run once PostgreSQL answers; the API and the workers start
+# only after they have finished, and once Redis (and, for the workers, the model) answers.
+EXPECTED_DEPENDENCIES = {
+    "migrate": {"postgres": "service_healthy"},
+    "api": {"migrate": "service_completed_successfully", "redis": "service_healthy"},
+    "worker": {"migrate": "service_completed_successfully", "redis": "service_healthy", "emulator": "service_healthy"},
+    "flower": {"redis": "service_healthy"},
+}
+
+# The variables without which no `docker compose` command may run.
+REQUIRED_VARIABLES = {"POSTGRES_PASSWORD", "FLOWER_USER", "FLOWER_PASSWORD"}
+SAMPLE_ENV = {
+    "POSTGRES_PASSWORD": "pg-sentinel-password",
+    "FLOWER_USER": "flower-sentinel-user",
+    "FLOWER_PASSWORD": "flower-sentinel-password",
+}
+
+# What each image can run in a healthcheck: the app image is python:3.11-slim plus our dependencies (no curl,
+# no wget); the official postgres and redis images bring their own clients.
+HEALTHCHECK_PROGRAMS = {"app": {"python", "celery"}, "postgres": {"pg_isready"}, "redis": {"redis-cli"}}
+HTTP_HEALTH_PATHS = {"api": "/healthz", "flower": "/healthcheck", "emulator": "/v1/emulator/config"}
+
+SECRET_NAME = re.compile(r"PASSWORD|PASSWD|SECRET|TOKEN|API_KEY|AUTH|DSN|CREDENTIAL|PRIVATE", re.IGNORECASE)
+SECRET_PATTERNS = {
+    "Anthropic key": re.compile(r"sk-ant-[A-Za-z0-9_-]{8,}"),
+    "OpenAI key": re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9]{20,}"),
+    "AWS key": re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
+    "private key": re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    "Sentry DSN": re.compile(r"https?://[0-9a-f]{32}@"),
+}
+URL_WITH_PASSWORD = re.compile(r"[a-z][a-z0-9+.-]*://[^/\s:@]+:(?P<password>[^@\s]+)@", re.IGNORECASE)
+
+
+# --- Compose's variable interpolation ---------------------------------------------------------------------------
+
+
+class InvalidInterpolation(ValueError):
+    """A ``${`` without its ``}``, or a braced expression Compose does not accept."""
+
+
+class MissingVariable(LookupError):
+    """A ``${VAR:?message}`` (or ``${VAR?message}``) whose variable is missing: Compose refuses to run."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.name = name
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One ``$VAR`` or ``${VAR<op><operand>}``; the operand is raw text, itself interpolated when used."""
+
+    name: str
+    op: str | None = None  # ":-", "-", ":?", "?", ":+", "+", or None for a plain reference
+    operand: str = ""
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BRACED = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<operand>.*))?\Z", re.DOTALL)
+
+
+def _closing_brace(text: str, start: int) -> int:
+    depth, i = 1, start
+    while i < len(text):
+        if text.startswith("$$", i):
+            i += 2
+        elif text.startswith("${", i):
+            depth, i = depth + 1, i + 2
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+            i += 1
+        else:
+            i += 1
+    raise InvalidInterpolation(f"no closing brace in {text!r}")
+
+
+def _tokens(text: str) -> Iterator[str | Reference]:
+    """Literal text and references, in order; ``$$`` is a literal ``$``."""
+    literal: list[str] = []
+    i = 0
+    while i < len(text):
+        if text[i] != "$":
+            literal.append(text[i])
+            i += 1
+        elif text.startswith("$$", i):
+            literal.append("$")
+            i += 2
+        elif text.startswith("${", i):
+            end = _closing_brace(text, i + 2)
+            match = _BRACED.match(text, i + 2, end)
+            if match is None:
+                raise InvalidInterpolation(f"Compose cannot interpolate ${{{text[i + 2 : end]}}}")
+            if literal:
+                yield "".join(literal)
+                literal = []
+            yield Reference(match["name"], match["op"], match["operand"] or "")
+            i = end + 1
+        elif name := _NAME.match(text, i + 1):
+            if literal:
+                yield "".join(literal)
+                literal = []
+            yield Reference(name.group())
+            i = name.end()
+        else:  # a "$" that starts no variable stays as it is
+            literal.append("$")
+            i += 1
+    if literal:
+        yield "".join(literal)
+
+
+def interpolate(text: str, env: Mapping[str, str]) -> str:
+    out: list[str] = []
+    for token in _tokens(text):
+        if isinstance(token, str):
+            out.append(token)
+            continue
+        value = env.get(token.name)
+        present = bool(value) if token.op and token.op.startswith(":") else value is not None
+        match token.op:
+            case None:
+                out.append(value or "")
+            case ":-" | "-":
+                out.append(value if present and value is not None else interpolate(token.operand, env))
+            case ":?" | "?":
+                if not present or value is None:
+                    raise MissingVariable(token.name, interpolate(token.operand, env))
+                out.append(value)
+            case ":+" | "+":
+                out.append(interpolate(token.operand, env) if present else "")
+    return "".join(out)
+
+
+def references(text: str) -> Iterator[Reference]:
+    """Every reference in ``text``, those nested in defaults and messages included."""
+    for token in _tokens(text):
+        if isinstance(token, Reference):
+            yield token
+            yield from references(token.operand)
+
+
+def map_values(node: Any, function: Callable[[str], Any]) -> Any:
+    """``node`` with ``function`` applied to every string value (Compose interpolates values, not keys)."""
+    if isinstance(node, dict):
+        return {key: map_values(value, function) for key, value in node.items()}
+    if isinstance(node, list):
+        return [map_values(value, function) for value in node]
+    if isinstance(node, str):
+        return function(node)
+    return node
+
+
+def string_values(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for value in node.values():
+            yield from string_values(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from string_values(value)
+    elif isinstance(node, str):
+        yield node
+
+
+def render(raw: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    rendered: dict[str, Any] = map_values(raw, lambda text: interpolate(text, env))
+    return rendered
+
+
+def all_references(raw: dict[str, Any]) -> list[Reference]:
+    return [reference for text in string_values(raw) for reference in references(text)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("plain", "plain"),
+        ("$$HOSTNAME and $${HOSTNAME}", "$HOSTNAME and ${HOSTNAME}"),
+        ("${SET}/$SET/${UNSET}", "value/value/"),
+        ("${UNSET:-fallback} ${EMPTY:-fallback} ${EMPTY-fallback} ${SET:-fallback}", "fallback fallback  value"),
+        ("${UNSET:-${ALSO_UNSET:-deep}} ${UNSET:-a:${SET}}", "deep a:value"),
+        ("${SET:+yes} ${EMPTY:+yes} ${EMPTY+yes}", "yes  yes"),
+        ("${SET:?no} costs $5", "value costs $5"),
+    ],
+)
+def test_the_interpolation_follows_compose(text: str, expected: str) -> None:
+    assert interpolate(text, {"SET": "value", "EMPTY": ""}) == expected
+
+
+def test_the_interpolation_refuses_what_compose_refuses() -> None:
+    with pytest.raises(MissingVariable, match="UNSET: say so"):
+        interpolate("${UNSET:?say so}", {})
+    with pytest.raises(MissingVariable):
+        interpolate("${EMPTY:?}", {"EMPTY": ""})
+    assert interpolate("${EMPTY?}", {"EMPTY": ""}) == ""
+    for broken in ("${UNCLOSED", "${1BAD}", "${A/b/c}"):
+        with pytest.raises(InvalidInterpolation):
+            interpolate(broken, {})
+    names = [(ref.name, ref.op) for ref in references("x${A:-${B:?m}}$C")]
+    assert names == [("A", ":-"), ("B", ":?"), ("C", None)]
+
+
+# --- reading the files ----------------------------------------------------------------------------------------
+
+
+def load_compose() -> dict[str, Any]:
+    data = yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))  # PyYAML resolves anchors and "<<" merges
+    assert isinstance(data, dict), "docker-compose.yml is not a mapping"
+    return data
+
+
+@pytest.fixture(scope="module")
+def raw() -> dict[str, Any]:
+    """The compose file as written: ``${...}`` not yet interpolated."""
+    return load_compose()
+
+
+@pytest.fixture(scope="module")
+def compose(raw: dict[str, Any]) -> dict[str, Any]:
+    """The compose file as Compose sees it when only the required variables are set."""
+    return render(raw, SAMPLE_ENV)
+
+
+def environment(service: dict[str, Any]) -> dict[str, str | None]:
+    """A service's environment as a mapping (Compose also takes a list of ``NAME=value``); None: passed through
+    from the environment Compose runs in."""
+    entries = service.get("environment") or {}
+    if isinstance(entries, list):
+        pairs = (entry.partition("=") for entry in entries)
+        return {name: value if sep else None for name, sep, value in pairs}
+    return {name: None if value is None else str(value) for name, value in entries.items()}
+
+
+def command(service: dict[str, Any]) -> list[str]:
+    value = service.get("command")
+    assert value, "no command"
+    return shlex.split(value) if isinstance(value, str) else [str(part) for part in value]
+
+
+def option(args: list[str], *names: str) -> str | None:
+    """The value of ``--name=value`` or ``--name value`` (the first of ``names`` present)."""
+    for i, arg in enumerate(args):
+        for name in names:
+            if arg.startswith(f"{name}="):
+                return arg.split("=", 1)[1]
+            if arg == name and i + 1 < len(args):
+                return args[i + 1]
+    return None
+
+
+def depends_on(service: dict[str, Any]) -> dict[str, str]:
+    entries = service.get("depends_on") or {}
+    if isinstance(entries, list):
+        return dict.fromkeys(entries, "service_started")
+    return {name: (spec or {}).get("condition", "service_started") for name, spec in entries.items()}
+
+
+def healthcheck_args(service: dict[str, Any]) -> tuple[str, list[str]]:
+    """(``CMD`` or ``CMD-SHELL``, the command as words)."""
+    test = service["healthcheck"]["test"]
+    if isinstance(test, str):
+        return "CMD-SHELL", shlex.split(test)
+    kind, *rest = test
+    return kind, shlex.split(rest[0]) if kind == "CMD-SHELL" else rest
+
+
+def image_kind(name: str, service: dict[str, Any]) -> str:
+    return "app" if name in APP_IMAGE_SERVICES else str(service["image"]).split(":")[0].split("/")[-1]
+
+
+def listening_port(name: str, compose: dict[str, Any]) -> int:
+    args = command(compose["services"][name])
+    port = option(args, "--port")
+    assert port is not None, f"{name}: the command does not say which port it listens on"
+    return int(port)
+
+
+def published_ports(service: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """(host address, host port, container port) of each published port, short or long syntax."""
+    result = []
+    for entry in service.get("ports") or []:
+        if isinstance(entry, dict):
+            result.append((entry.get("host_ip", ""), str(entry.get("published", "")), int(entry["target"])))
+        else:
+            *host, target = split_outside_references(str(entry), ":")
+            address, port = (host if len(host) == 2 else ["", *host]) if host else ("", "")
+            result.append((address, port, int(target.split("/")[0])))
+    return result
+
+
+def split_outside_references(text: str, separator: str) -> list[str]:
+    """``text`` split at ``separator``, except inside ``${...}``."""
+    parts, depth, current, i = [], 0, "", 0
+    while i < len(text):
+        if text.startswith("${", i):
+            depth, current, i = depth + 1, current + "${", i + 2
+            continue
+        if text[i] == "}" and depth:
+            depth -= 1
+        if text[i] == separator and not depth:
+            parts.append(current)
+            current = ""
+        else:
+            current += text[i]
+        i += 1
+    return [*parts, current]
+
+
+def duration_seconds(text: str) -> float:
+    parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?", str(text))
+    assert parts and any(parts.groups()), f"not a Compose duration: {text!r}"
+    hours, minutes, seconds, millis = (float(group or 0) for group in parts.groups())
+    return hours * 3600 + minutes * 60 + seconds + millis / 1000
+
+
+def module_file(module: str) -> Path:
+    """The file of an importable module of this repository (a package's ``__init__.py``)."""
+    path = ROOT.joinpath(*module.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    raise AssertionError(f"no module {module} in the repository")
+
+
+def assert_defines(target: str) -> None:
+    """``module:attribute`` names a module of the repository, installed by ``pip install .``, that assigns
+    ``attribute`` at its top level."""
+    module, _, attribute = target.partition(":")
+    tree = ast.parse(module_file(module).read_text(encoding="utf-8"))
+    names = {
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name)
+    }
+    assert attribute in names, f"{module} assigns no top-level {attribute!r}"
+    assert_installed(module)
+
+
+def assert_installed(module: str) -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    include = project["tool"]["setuptools"]["packages"]["find"]["include"]
+    package = module.split(".")[0]
+    assert any(fnmatch.fnmatch(package, pattern) for pattern in include), f"pip install . does not install {package}"
+
+
+def click_options(command_: click.Command) -> set[str]:
+    return {name for param in command_.params for name in (*param.opts, *param.secondary_opts) if name.startswith("-")}
+
+
+def assert_known_options(args: list[str], known: set[str], where: str) -> None:
+    unknown = [arg for arg in args if arg.startswith("-") and arg.split("=", 1)[0] not in known]
+    assert not unknown, f"{where}: options the program does not have: {unknown}"
+
+
+# --- services and images --------------------------------------------------------------------------------------
+
+
+def test_every_required_service_is_defined(raw: dict[str, Any]) -> None:
+    services = raw.get("services") or {}
+    assert set(services) >= REQUIRED_SERVICES, f"missing services: {sorted(REQUIRED_SERVICES - set(services))}"
+    assert "version" not in raw, "the top-level 'version' key is obsolete: Compose warns about it"
+
+
+def test_postgres_and_redis_run_official_images_with_a_pinned_version(raw: dict[str, Any]) -> None:
+    for name in ("postgres", "redis"):
+        service = raw["services"][name]
+        repository, _, tag = str(service.get("image", "")).partition(":")
+        assert repository in (name, f"library/{name}", f"docker.io/library/{name}"), f"{name}: image {repository!r}"
+        assert tag and tag != "latest" and not tag.startswith("$"), f"{name}: pin the image's version, not {tag!r}"
+        assert "build" not in service, f"{name} runs the official image: nothing to build"
+
+
+def test_app_services_run_the_image_the_dockerfile_builds(raw: dict[str, Any]) -> None:
+    images = set()
+    for name in APP_IMAGE_SERVICES:
+        service = raw["services"][name]
+        build = service.get("build")
+        assert build, f"{name}: no build section"
+        context = build if isinstance(build, str) else build.get("context", ".")
+        dockerfile = "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")
+        assert (ROOT / context).resolve() == ROOT, f"{name}: the build context is {context!r}, not the repository"
+        assert (ROOT / context / dockerfile).resolve() == DOCKERFILE, f"{name}: builds {dockerfile!r}"
+        images.add(service.get("image"))
+        assert "working_dir" not in service or service["working_dir"] == dockerfile_workdir(), name
+        assert not service.get("volumes"), f"{name}: the image is self-contained; no mounts over its code"
+    assert len(images) == 1 and None not in images, f"the app services should share one image name: {images}"
+
+
+def test_services_can_be_scaled(raw: dict[str, Any]) -> None:
+    for name, service in raw["services"].items():
+        assert "container_name" not in service, f"{name}: a fixed container_name stops `--scale` and parallel stacks"
+
+
+def test_postgres_keeps_its_data_in_a_named_volume(raw: dict[str, Any]) -> None:
+    volumes = [str(volume) for volume in raw["services"]["postgres"].get("volumes") or []]
+    data = [volume.split(":")[0] for volume in volumes if volume.split(":")[1:2] == ["/var/lib/postgresql/data"]]
+    assert data, "postgres: no volume on /var/lib/postgresql/data"
+    assert not data[0].startswith((".", "/", "~")), f"postgres: {data[0]!r} is a bind mount, not a named volume"
+    assert data[0] in (raw.get("volumes") or {}), f"the volume {data[0]!r} is not declared under 'volumes'"
+    assert environment(raw["services"]["postgres"]).get("POSTGRES_HOST_AUTH_METHOD") != "trust"
+
+
+# --- the order things start in --------------------------------------------------------------------------------
+
+
+def test_dependencies_and_their_conditions(raw: dict[str, Any]) -> None:
+    services = raw["services"]
+    for name, expected in EXPECTED_DEPENDENCIES.items():
+        actual = depends_on(services[name])
+        wrong = {dep: actual.get(dep) for dep, condition in expected.items() if actual.get(dep) != condition}
+        assert not wrong, f"{name} should wait for {expected}; it waits for {actual}"
+    for name in ("postgres", "redis", "emulator"):
+        assert not depends_on(services[name]), f"{name} should not wait for anything"
+
+
+def test_the_dependency_graph_is_sound(raw: dict[str, Any]) -> None:
+    services = raw["services"]
+    for name, service in services.items():
+        for dependency, condition in depends_on(service).items():
+            assert dependency in services, f"{name} depends on the unknown service {dependency!r}"
+            target = services[dependency]
+            if condition == "service_healthy":
+                assert target.get("healthcheck"), f"{name} waits for {dependency} to be healthy: it has no healthcheck"
+            if condition == "service_completed_successfully":
+                assert str(target.get("restart", "no")) == "no", f"{dependency} must be one-shot: {name} waits for it"
+
+    order: list[str] = []
+    visiting: set[str] = set()
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        assert name not in visiting, f"a dependency cycle: {' -> '.join((*path, name))}"
+        if name in order:
+            return
+        visiting.add(name)
+        for dependency in depends_on(services[name]):
+            visit(dependency, (*path, name))
+        visiting.discard(name)
+        order.append(name)
+
+    for name in services:
+        visit(name, ())
+    for later in ("api", "worker"):
+        assert order.index("postgres") < order.index("migrate") < order.index(later)
+
+
+def test_migrate_is_a_one_shot_and_the_rest_restart(raw: dict[str, Any]) -> None:
+    services = raw["services"]
+    for name in ONE_SHOT_SERVICES:
+        assert services[name].get("restart", "no") == "no", f"{name} runs once: restart must be 'no' (a string)"
+        assert not services[name].get("ports"), f"{name} serves nothing"
+    for name in LONG_RUNNING_SERVICES:
+        assert services[name].get("restart") in ("unless-stopped", "always", "on-failure"), f"{name}: no restart"
+
+
+# --- healthchecks ---------------------------------------------------------------------------------------------
+
+
+def test_every_long_running_service_has_a_healthcheck(raw: dict[str, Any], compose: dict[str, Any]) -> None:
+    for name in LONG_RUNNING_SERVICES:
+        service = compose["services"][name]
+        check = service.get("healthcheck")
+        assert check and not check.get("disable"), f"{name}: no healthcheck"
+        kind, args = healthcheck_args(service)
+        assert kind in ("CMD", "CMD-SHELL"), f"{name}: the healthcheck test must start with CMD or CMD-SHELL"
+        allowed = HEALTHCHECK_PROGRAMS[image_kind(name, raw["services"][name])]
+        assert args and args[0] in allowed, f"{name}: {args[:1]} is not in the image (it has {sorted(allowed)})"
+        assert not {"curl", "wget"} & set(args), f"{name}: the image has neither curl nor wget"
+        for key in ("interval", "timeout"):
+            duration_seconds(check[key])
+        assert duration_seconds(check["timeout"]) <= duration_seconds(check["interval"]), name
+        assert int(check["retries"]) >= 1, name
+
+
+def _http_check(name: str, compose: dict[str, Any]) -> tuple[str, str]:
+    """(the healthcheck's Python code, the URL it opens)."""
+    _, args = healthcheck_args(compose["services"][name])
+    assert args[:2] == ["python", "-c"], f"{name}: an HTTP check should be `python -c` with urllib, got {args}"
+    code = args[2]
+    urls = re.findall(r"https?://[^'\"\s]+", code)
+    assert len(urls) == 1, f"{name}: the healthcheck should open one URL: {urls}"
+    return code, urls[0]
+
+
+@pytest.mark.parametrize("name", sorted(HTTP_HEALTH_PATHS))
+def test_http_healthchecks_ask_the_service_itself(name: str, compose: dict[str, Any]) -> None:
+    code, url = _http_check(name, compose)
+    compile(code, f"<{name} healthcheck>", "exec")
+    parts = urlsplit(url)
+    assert parts.hostname in ("127.0.0.1", "localhost"), f"{name}: the check must ask its own container: {url}"
+    assert parts.port == listening_port(name, compose), f"{name}: the check asks port {parts.port}"
+    assert parts.path == HTTP_HEALTH_PATHS[name], f"{name}: the check asks {parts.path}"
+
+
+def test_the_checked_paths_are_served() -> None:
+    from api.app import app as api
+    from emulator import EmulatorConfig, create_app
+
+    assert "get" in api.openapi()["paths"].get(HTTP_HEALTH_PATHS["api"], {}), "the API serves no GET /healthz"
+    emulator_paths = {getattr(route, "path", None) for route in create_app(EmulatorConfig()).routes}
+    assert HTTP_HEALTH_PATHS["emulator"] in emulator_paths
+    from flower.urls import handlers
+
+    flower_patterns = [handler[0] if isinstance(handler, tuple) else handler.regex.pattern for handler in handlers]
+    assert any(re.fullmatch(pattern.rstrip("$"), HTTP_HEALTH_PATHS["flower"]) for pattern in flower_patterns[:-1])
+
+
+class _StubHandler(http.server.BaseHTTPRequestHandler):
+    status = 200
+    paths: list[str] = []  # noqa: RUF012  (reset by the fixture)
+
+    def do_GET(self) -> None:
+        type(self).paths.append(self.path)
+        self.send_response(type(self).status)
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def stub_server() -> Iterator[http.server.ThreadingHTTPServer]:
+    _StubHandler.status, _StubHandler.paths = 200, []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StubHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _run_check(code: str, url: str, port: int) -> int:
+    parts = urlsplit(url)
+    code = code.replace(f"{parts.hostname}:{parts.port}", f"127.0.0.1:{port}")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=30).returncode
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.mark.parametrize("name", sorted(HTTP_HEALTH_PATHS))
+def test_http_healthchecks_pass_on_200_and_fail_otherwise(
+    name: str, compose: dict[str, Any], stub_server: http.server.ThreadingHTTPServer
+) -> None:
+    code, url = _http_check(name, compose)
+    port = stub_server.server_address[1]
+    assert isinstance(port, int)
+    assert _run_check(code, url, port) == 0, f"{name}: the check fails although the service answers 200"
+    assert _StubHandler.paths == [HTTP_HEALTH_PATHS[name]]
+    _StubHandler.status = 503  # e.g. /healthz while the database does not answer
+    assert _run_check(code, url, port) != 0, f"{name}: the check passes on a 503"
+    assert _run_check(code, url, _free_port()) != 0, f"{name}: the check passes with nothing listening"
+
+
+def test_the_emulator_healthcheck_passes_against_the_emulator(
+    compose: dict[str, Any], emulator: EmulatorServer
+) -> None:
+    code, url = _http_check("emulator", compose)
+    assert _run_check(code, url, emulator.port) == 0
+
+
+def test_the_worker_healthcheck_pings_this_containers_worker(compose: dict[str, Any]) -> None:
+    from celery.bin.celery import celery
+    from celery.bin.control import inspect
+
+    kind, args = healthcheck_args(compose["services"]["worker"])
+    worker_args = command(compose["services"]["worker"])
+    assert args[0] == "celery" and "inspect" in args and "ping" in args, f"worker: {args}"
+    assert option(args, "--app", "-A") == option(worker_args, "--app", "-A"), "the check must use the worker's app"
+    destination = option(args, "--destination", "-d")
+    # The worker keeps Celery's node name, celery@<hostname>; the shell expands HOSTNAME ($$ in the file).
+    assert option(worker_args, "--hostname", "-n") is None
+    assert kind == "CMD-SHELL" and destination in ("celery@${HOSTNAME}", "celery@$HOSTNAME"), destination
+    at = args.index("inspect")
+    assert_known_options(args[1:at], click_options(celery), "celery")
+    assert_known_options(args[at + 1 :], click_options(inspect), "celery inspect")
+
+
+# --- Flower ---------------------------------------------------------------------------------------------------
+
+
+def test_flower_requires_basic_auth_from_the_environment(raw: dict[str, Any]) -> None:
+    import flower.command
+    from flower.options import default_options
+
+    service = raw["services"]["flower"]
+    args = command(service)
+    from_command = option(args, "--basic-auth", "--basic_auth")
+    from_env = environment(service).get("FLOWER_BASIC_AUTH")
+    assert (from_command is None) != (from_env is None), "flower: basic auth once, on the command line or in env"
+    if from_env is not None:
+        assert flower.command.is_flower_envvar("FLOWER_BASIC_AUTH"), "Flower no longer reads FLOWER_BASIC_AUTH"
+    auth = from_command or from_env or ""
+    required = {reference.name for reference in references(auth) if reference.op in (":?", "?")}
+    assert required == {"FLOWER_USER", "FLOWER_PASSWORD"}, f"flower: basic auth is {auth!r}"
+    assert interpolate(auth, SAMPLE_ENV) == f"{SAMPLE_ENV['FLOWER_USER']}:{SAMPLE_ENV['FLOWER_PASSWORD']}"
+    for missing in ("FLOWER_USER", "FLOWER_PASSWORD"):
+        env = {name: value for name, value in SAMPLE_ENV.items() if name != missing}
+        with pytest.raises(MissingVariable) as error:
+            interpolate(auth, env)
+        assert error.value.name == missing
+        with pytest.raises(MissingVariable):
+            interpolate(auth, {**env, missing: ""})
+    at = args.index("flower")
+    assert option(args[:at], "--app", "-A") == "worker.celery_app:app"
+    for arg in args[at + 1 :]:
+        name = arg.lstrip("-").split("=", 1)[0].replace("-", "_")
+        assert hasattr(default_options, name), f"flower has no option {arg}"
+
+
+# --- Plimsoll's settings --------------------------------------------------------------------------------------
+
+
+def plimsoll_environment(service: dict[str, Any]) -> dict[str, str | None]:
+    return {name: value for name, value in environment(service).items() if name.startswith("PLIMSOLL_")}
+
+
+def test_every_plimsoll_service_gets_the_same_settings(raw: dict[str, Any]) -> None:
+    environments = {name: plimsoll_environment(raw["services"][name]) for name in PLIMSOLL_SERVICES}
+    reference = environments["worker"]
+    for name, env in environments.items():
+        assert env == reference, (
+            f"{name}'s PLIMSOLL_ settings differ from the worker's: {set(env.items()) ^ set(reference.items())}"
+        )
+    assert not plimsoll_environment(raw["services"]["emulator"]), (
+        "the emulator plays the provider: no Plimsoll settings"
+    )
+
+
+def test_every_setting_can_come_from_the_environment(raw: dict[str, Any]) -> None:
+    from models.settings import Settings
+
+    expected = {f"PLIMSOLL_{name.upper()}" for name in Settings.model_fields}
+    passed = set(plimsoll_environment(raw["services"]["worker"]))
+    assert not expected - passed, f"add to x-plimsoll-environment in docker-compose.yml: {sorted(expected - passed)}"
+    assert not passed - expected, f"not settings of models/settings.py: {sorted(passed - expected)}"
+
+
+def test_the_settings_point_at_the_services(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    env = plimsoll_environment(services["worker"])
+    assert env["PLIMSOLL_QUEUE"] == "celery", "steps must go through Redis to the worker service"
+
+    database = make_url(env["PLIMSOLL_DATABASE_URL"] or "")
+    postgres = environment(services["postgres"])
+    assert database.drivername == "postgresql+psycopg"
+    assert (database.host, database.port) == ("postgres", 5432)
+    assert database.username == postgres["POSTGRES_USER"]
+    assert database.password == postgres["POSTGRES_PASSWORD"] == SAMPLE_ENV["POSTGRES_PASSWORD"]
+    assert database.database == postgres["POSTGRES_DB"]
+
+    broker = urlsplit(env["PLIMSOLL_BROKER_URL"] or "")
+    assert (broker.scheme, broker.hostname, broker.port) == ("redis", "redis", 6379)
+    assert "--port" not in command(services["redis"]), "redis listens on 6379"
+
+    emulator_port = listening_port("emulator", compose)
+    anthropic = urlsplit(env["PLIMSOLL_ANTHROPIC_BASE_URL"] or "")
+    openai = urlsplit(env["PLIMSOLL_OPENAI_BASE_URL"] or "")
+    assert (anthropic.scheme, anthropic.hostname, anthropic.port, anthropic.path.rstrip("/")) == (
+        "http",
+        "emulator",
+        emulator_port,
+        "",
+    )
+    assert (openai.scheme, openai.hostname, openai.port, openai.path.rstrip("/")) == (
+        "http",
+        "emulator",
+        emulator_port,
+        "/v1",
+    )
+    assert option(command(services["emulator"]), "--host") == "0.0.0.0", "the emulator must listen beyond localhost"
+
+
+def test_the_settings_are_valid_for_plimsoll(compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from models.settings import Settings
+
+    for name in [name for name in os.environ if name.startswith("PLIMSOLL_")]:
+        monkeypatch.delenv(name)
+    env = plimsoll_environment(compose["services"]["api"])
+    for name, value in env.items():
+        if value is not None:
+            monkeypatch.setenv(name, value)
+    settings = Settings(_env_file=None)
+    assert settings.queue == "celery"
+    assert settings.database_url == env["PLIMSOLL_DATABASE_URL"]
+    assert not settings.sentry_dsn, "no Sentry unless PLIMSOLL_SENTRY_DSN is set"
+    assert settings.anthropic_api_key.get_secret_value() == "emulator", "the default key is the emulator's placeholder"
+
+
+def test_published_ports_come_from_the_environment(raw: dict[str, Any], compose: dict[str, Any]) -> None:
+    for name in ("api", "flower", "emulator"):
+        written = published_ports(raw["services"][name])
+        assert len(written) == 1, f"{name}: publish exactly one port"
+        _, host_port, target = written[0]
+        assert [ref.op for ref in references(host_port)] == [":-"], f"{name}: the host port should be ${{VAR:-default}}"
+        assert target == listening_port(name, compose), f"{name}: publishes {target}, listens elsewhere"
+        rendered_address, rendered_port, _ = published_ports(compose["services"][name])[0]
+        assert rendered_address in ("127.0.0.1", "::1"), f"{name}: by default, publish on this machine only"
+        assert rendered_port.isdigit(), f"{name}: the default host port is {rendered_port!r}"
+    for name in ("migrate", "worker", "postgres", "redis"):
+        assert not raw["services"][name].get("ports"), f"{name} publishes nothing"
+
+
+# --- variables and secrets ------------------------------------------------------------------------------------
+
+
+def test_only_the_secrets_are_required(raw: dict[str, Any]) -> None:
+    required = {reference.name for reference in all_references(raw) if reference.op in (":?", "?")}
+    assert required == REQUIRED_VARIABLES
+    render(raw, SAMPLE_ENV)  # nothing else is missing
+    for name in REQUIRED_VARIABLES:
+        for env in ({k: v for k, v in SAMPLE_ENV.items() if k != name}, {**SAMPLE_ENV, name: ""}):
+            with pytest.raises(MissingVariable) as error:
+                render(raw, env)
+            assert error.value.name == name
+
+
+def test_every_variable_has_a_default_or_is_required(raw: dict[str, Any]) -> None:
+    bare = sorted({reference.name for reference in all_references(raw) if reference.op is None})
+    assert not bare, f"write ${{VAR:-default}} or ${{VAR:?message}}, not a bare reference: {bare}"
+
+
+def test_no_secret_is_written_in_the_file(raw: dict[str, Any]) -> None:
+    for path in (COMPOSE_FILE, DOCKERFILE, ENV_EXAMPLE):
+        for kind, pattern in SECRET_PATTERNS.items():
+            assert not pattern.search(path.read_text(encoding="utf-8")), f"{path.name} holds what looks like a {kind}"
+    for value in string_values(raw):
+        for match in URL_WITH_PASSWORD.finditer(value):
+            assert match["password"].startswith("${"), f"a password written in a URL: {value}"
+    for name, service in raw["services"].items():
+        for variable, setting in environment(service).items():
+            if not SECRET_NAME.search(variable) or setting is None:
+                continue
+            literal = "".join(token for token in _tokens(setting) if isinstance(token, str))
+            assert re.fullmatch(r"[:@/]*", literal), f"{name}: {variable} holds a written value {literal!r}"
+            for reference in references(setting):
+                assert reference.op in (":?", "?") or (reference.op in (":-", "-") and not reference.operand), (
+                    f"{name}: {variable} defaults to {reference.operand!r}; a secret has no default"
+                )
+
+
+def test_every_variable_is_documented(raw: dict[str, Any]) -> None:
+    assert COMPOSE_DOC.is_file(), "docs/compose.md is missing"
+    documented = COMPOSE_DOC.read_text(encoding="utf-8") + (
+        ENV_EXAMPLE.read_text(encoding="utf-8") if ENV_EXAMPLE.is_file() else ""
+    )
+    names = {reference.name for reference in all_references(raw)}
+    for service in raw["services"].values():
+        names |= {name for name, value in environment(service).items() if value is None}  # passed through
+    missing = sorted(name for name in names if not re.search(rf"\b{name}\b", documented))
+    assert not missing, f"document in docs/compose.md: {missing}"
+
+
+def test_env_example_names_every_required_variable_and_nothing_unknown(raw: dict[str, Any]) -> None:
+    assert ENV_EXAMPLE.is_file()
+    example: dict[str, str] = {}
+    for line in ENV_EXAMPLE.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            name, sep, value = line.partition("=")
+            assert sep, f".env.example: {line!r} is not NAME=value"
+            example[name.strip()] = value.strip()
+    assert set(example) >= REQUIRED_VARIABLES, f".env.example lacks {sorted(REQUIRED_VARIABLES - set(example))}"
+    for name in REQUIRED_VARIABLES:
+        assert not example[name], f".env.example: leave {name} empty; each installation chooses its own"
+    known = {reference.name for reference in all_references(raw)}
+    for service in raw["services"].values():
+        known |= set(environment(service))
+    assert not set(example) - known, f".env.example sets variables the compose file never reads: {set(example) - known}"
+    with pytest.raises(MissingVariable):  # as shipped, Compose refuses to start: the secrets are not chosen yet
+        render(raw, example)
+    render(raw, {**example, **SAMPLE_ENV})
+
+
+# --- the commands name code that exists -----------------------------------------------------------------------
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    instructions: list[tuple[str, str]] = []
+    pending = ""
+    for line in DOCKERFILE.read_text(encoding="utf-8").splitlines():
+        stripped = line.strip()
+        if not pending and (not stripped or stripped.startswith("#")):
+            continue
+        if stripped.startswith("#"):
+            continue
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        text = pending + stripped
+        pending = ""
+        keyword, _, arguments = text.partition(" ")
+        instructions.append((keyword.upper(), arguments.strip()))
+    assert not pending, "the Dockerfile ends in a continuation line"
+    return instructions
+
+
+def dockerfile_workdir() -> str:
+    workdirs = [arguments for keyword, arguments in dockerfile_instructions() if keyword == "WORKDIR"]
+    assert workdirs, "the Dockerfile sets no WORKDIR"
+    return workdirs[-1]
+
+
+def test_the_api_command(compose: dict[str, Any]) -> None:
+    import importlib
+
+    uvicorn_cli = importlib.import_module("uvicorn.main").main  # the package's `main` attribute is the function
+    args = command(compose["services"]["api"])
+    assert args[0] == "uvicorn", args
+    context = uvicorn_cli.make_context("uvicorn", args[1:])
+    assert context.params["host"] == "0.0.0.0"
+    assert_defines(context.params["app"])
+
+
+def test_the_worker_command(compose: dict[str, Any]) -> None:
+    from celery.bin.celery import celery
+    from celery.bin.worker import worker
+
+    args = command(compose["services"]["worker"])
+    assert args[0] == "celery" and "worker" in args, args
+    at = args.index("worker")
+    assert_known_options(args[1:at], click_options(celery), "celery")
+    assert_known_options(args[at + 1 :], click_options(worker), "celery worker")
+    app = option(args[:at], "--app", "-A")
+    assert app is not None
+    assert_defines(app)
+    tree = ast.parse(module_file("worker.celery_app").read_text(encoding="utf-8"))
+    constants = {
+        node.targets[0].id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.Constant)
+    }
+    assert option(args, "--queues", "-Q") == constants["STEP_QUEUE"], "the worker must consume the step queue"
+    assert "--task-events" in args or "-E" in args, "Flower shows steps only when the worker sends task events"
+    concurrency = option(args, "--concurrency", "-c")
+    assert concurrency is not None and int(concurrency) >= 1
+    assert not compose["services"]["worker"].get("ports")
+
+
+def test_the_migrate_command(compose: dict[str, Any]) -> None:
+    from alembic.config import CommandLine
+
+    args = command(compose["services"]["migrate"])
+    assert args[:1] == ["alembic"], args
+    parsed = CommandLine().parser.parse_args(args[1:])
+    assert parsed.cmd[0].__name__ == "upgrade" and parsed.revision == "head"
+    config_name = parsed.config or "alembic.ini"
+    # The image holds the repository at its WORKDIR (COPY . . after WORKDIR), so paths there are repository paths.
+    ini = ROOT / config_name
+    assert ini.is_file(), f"alembic reads {config_name} from the working directory; the repository has none"
+    parser = configparser.ConfigParser()
+    parser.read(ini)
+    location = parser.get("alembic", "script_location", raw=True).replace("%(here)s", str(ini.parent))
+    assert (Path(location) / "env.py").is_file(), f"no migrations/env.py at {location}"
+    assert_installed("models")
+
+
+def test_the_emulator_command(compose: dict[str, Any]) -> None:
+    import emulator.__main__
+
+    args = command(compose["services"]["emulator"])
+    assert args[:3] == ["python", "-m", "emulator"], args
+    assert module_file("emulator.__main__").is_file()
+    assert_installed("emulator")
+    parsed = emulator.__main__._parser().parse_args(args[3:])
+    assert parsed.host == "0.0.0.0" and parsed.port == listening_port("emulator", compose)
+
+
+def test_the_flower_command(compose: dict[str, Any]) -> None:
+    args = command(compose["services"]["flower"])
+    assert args[0] == "celery" and "flower" in args
+    app = option(args, "--app", "-A")
+    assert app is not None
+    assert_defines(app)
+
+
+# --- the Dockerfile and .dockerignore -------------------------------------------------------------------------
+
+
+def test_the_dockerfile_builds_a_slim_non_root_runtime_image() -> None:
+    instructions = dockerfile_instructions()
+    keywords = [keyword for keyword, _ in instructions]
+    bases = [arguments.split()[0] for keyword, arguments in instructions if keyword == "FROM"]
+    assert bases == ["python:3.11-slim"], f"one stage from python:3.11-slim, not {bases}"
+    installs = [arguments for keyword, arguments in instructions if keyword == "RUN" and "pip install" in arguments]
+    assert installs, "the Dockerfile installs nothing"
+    for arguments in installs:
+        assert not re.search(r"\.\[|\[(dev|bench)|--editable|\s-e\s", arguments), (
+            f"dev/bench extras or editable: {arguments}"
+        )
+    assert any(re.search(r"pip install\s+(--\S+\s+)*\.(\s|$)", arguments) for arguments in installs), (
+        "no `pip install .`"
+    )
+
+    users = [(i, arguments) for i, (keyword, arguments) in enumerate(instructions) if keyword == "USER"]
+    assert users, "the image runs as root: add a USER"
+    last_user_at, user = users[-1]
+    assert user.split(":")[0] not in ("root", "0"), f"USER {user}"
+    assert all(keyword != "RUN" for keyword in keywords[last_user_at + 1 :]), "install as root, then switch the user"
+
+    # Layer caching: the dependencies are installed from pyproject.toml before the code is copied in.
+    copy_all = next(
+        i for i, (keyword, arguments) in enumerate(instructions) if keyword == "COPY" and arguments == ". ."
+    )
+    copy_pyproject = next(
+        i for i, (keyword, arguments) in enumerate(instructions) if keyword == "COPY" and "pyproject.toml" in arguments
+    )
+    assert copy_pyproject < copy_all
+    assert any(
+        keyword == "RUN" and "pip install" in arguments for keyword, arguments in instructions[copy_pyproject:copy_all]
+    ), "install the dependencies between copying pyproject.toml and copying the code"
+    assert keywords.index("WORKDIR") < copy_all, "the code goes to the WORKDIR (alembic.ini is read from there)"
+
+    for keyword, arguments in instructions:
+        if keyword in ("ENV", "ARG"):
+            assert not SECRET_NAME.search(arguments), f"{keyword} {arguments}: no secrets in the image"
+        if keyword in ("COPY", "ADD"):
+            assert ".env" not in arguments.split(), "never copy .env into the image"
+
+
+def test_the_dependency_layer_installs_exactly_the_runtime_dependencies(tmp_path: Path) -> None:
+    """Run the Dockerfile's requirements step on our pyproject.toml: it must list [project].dependencies."""
+    step = next(
+        arguments for keyword, arguments in dockerfile_instructions() if keyword == "RUN" and "tomllib" in arguments
+    )
+    extract = step.split("&&")[0].replace("/tmp/requirements.txt", str(tmp_path / "requirements.txt"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    python_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": f"{python_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    subprocess.run(extract, shell=True, cwd=tmp_path, check=True, env=env, timeout=60)
+    listed = (tmp_path / "requirements.txt").read_text(encoding="utf-8").split()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert listed == project["dependencies"]
+
+
+def _ignored(path: str, patterns: list[str]) -> bool:
+    return any(
+        fnmatch.fnmatch(path, pattern.removeprefix("**/")) or fnmatch.fnmatch(path, pattern)
+        for pattern in patterns
+        if not pattern.startswith("!")
+    )
+
+
+def test_dockerignore_keeps_local_state_out_and_the_code_in() -> None:
+    patterns = [
+        line.strip()
+        for line in DOCKERIGNORE.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    for path in (".venv", ".git", "var", ".env", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"):
+        assert _ignored(path, patterns), f".dockerignore should exclude {path}"
+    needed = ["pyproject.toml", "README.md", "alembic.ini", "migrations", "migrations/env.py"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    needed += [pattern.rstrip("*") for pattern in project["tool"]["setuptools"]["packages"]["find"]["include"]]
+    for path in needed:
+        assert not _ignored(path, patterns), f".dockerignore excludes {path}, which the image needs"
+
+
+# --- docker compose config, where a Compose CLI is installed --------------------------------------------------
+
+
+def _compose_cli() -> list[str] | None:
+    docker = shutil.which("docker")
+    if docker:
+        probe = subprocess.run([docker, "compose", "version"], capture_output=True, timeout=30)
+        if probe.returncode == 0:
+            return [docker, "compose"]
+    standalone = shutil.which("docker-compose")
+    return [standalone] if standalone else None
+
+
+def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
+    import json
+
+    cli = _compose_cli()
+    if cli is None:
+        pytest.skip(
+            "no Docker Compose CLI here (`docker compose` is not a docker command and there is no docker-compose): "
+            "`docker compose config` cannot run; the tests above check the file by parsing it"
+        )
+    empty_env_file = tmp_path / "empty.env"
+    empty_env_file.write_text("", encoding="utf-8")  # so that a developer's own .env does not take part
+    base = [*cli, "--env-file", str(empty_env_file), "--project-directory", str(ROOT), "-f", str(COMPOSE_FILE)]
+    clean = {
+        name: value for name, value in os.environ.items() if not name.startswith(("PLIMSOLL_", "POSTGRES_", "FLOWER_"))
+    }
+    result = subprocess.run(
+        [*base, "config", "--format", "json"], env={**clean, **SAMPLE_ENV}, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    services = json.loads(result.stdout)["services"]
+    assert set(services) >= REQUIRED_SERVICES
+    assert services["worker"]["environment"]["PLIMSOLL_BROKER_URL"] == "redis://redis:6379/0"
+    for name in REQUIRED_VARIABLES:
+        env = {**clean, **{k: v for k, v in SAMPLE_ENV.items() if k != name}}
+        refused = subprocess.run([*base, "config", "--quiet"], env=env, capture_output=True, text=True, timeout=60)
+        assert refused.returncode != 0 and name in refused.stderr, f"compose config ran without {name}"
