@@ -27,10 +27,7 @@ def shared_tokenizers() -> Path | None:
 @cache
 def reference_counters() -> dict[str, Counter]:
     """Real token counters by name; the legacy Claude one only when its file is available."""
-    counters: dict[str, Counter] = {}
-    for name in ("cl100k", "o200k"):
-        encoding = load_encoding(name)
-        counters[name] = lambda text, e=encoding: len(e.encode(text, disallowed_special=()))
+    counters: dict[str, Counter] = {name: _tiktoken_counter(name) for name in ("cl100k", "o200k")}
     folder = shared_tokenizers()
     if folder is not None and (folder / "claude-legacy-tokenizer.json").is_file():
         from tokenizers import Tokenizer
@@ -38,6 +35,15 @@ def reference_counters() -> dict[str, Counter]:
         claude = Tokenizer.from_file(str(folder / "claude-legacy-tokenizer.json"))
         counters["claude-legacy"] = lambda text: len(claude.encode(text).ids)
     return counters
+
+
+def _tiktoken_counter(name: str) -> Counter:
+    encoding = load_encoding(name)
+
+    def count(text: str) -> int:
+        return len(encoding.encode(text, disallowed_special=()))
+
+    return count
 
 
 def skipped_references() -> list[str]:

@@ -90,7 +90,10 @@ def create_job(
     )
     session.add(job)
     session.flush()
-    append_messages(session, job, [opening_message(instruction, names)], step=0)
+    # A delegated task names what it should read; listing every document of the main job would ask the subagent
+    # to read them all. It can still list them with its tools.
+    listed = names if parent is None else []
+    append_messages(session, job, [opening_message(instruction, listed)], step=0)
     return job
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from models.tables import Document, Job, JobDocument, JobKind
@@ -72,9 +72,8 @@ def run_tool(session: Session, job: Job, call: Mapping[str, Any]) -> dict[str, A
     agent can read, never an exception."""
     name, arguments, tool_use_id = call.get("name"), call.get("input") or {}, call["id"]
     if name == "list_documents":
-        listing = [
-            {"name": d.name, "chars": d.chars, "tokens": d.token_estimate} for d in _documents(session, job).values()
-        ]
+        rows = session.execute(_job_documents(job, Document.chars, Document.token_estimate))
+        listing = [{"name": name, "chars": chars, "tokens": tokens} for name, chars, tokens in rows]
         return result(tool_use_id, json.dumps(listing, ensure_ascii=False))
     if name == "read_document":
         return _read(session, job, tool_use_id, arguments)
@@ -86,24 +85,25 @@ def run_tool(session: Session, job: Job, call: Mapping[str, Any]) -> dict[str, A
     return result(tool_use_id, f"There is no tool named {name!r} here.", error=True)
 
 
-def _documents(session: Session, job: Job) -> dict[str, Document]:
-    rows = session.execute(
-        select(JobDocument.name, Document)
+def _job_documents(job: Job, *columns: Any) -> Select[Any]:
+    """The job's documents by the names it knows them by, in order, with ``columns`` of each."""
+    return (
+        select(JobDocument.name, *columns)
         .join(Document, Document.id == JobDocument.document_id)
         .where(JobDocument.job_id == job.id)
         .order_by(JobDocument.position)
     )
-    return {name: document for name, document in rows}
 
 
 def _read(session: Session, job: Job, tool_use_id: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
     name, offset = arguments.get("name"), arguments.get("offset", 0)
     if not isinstance(name, str):
         return result(tool_use_id, "read_document needs a document `name`.", error=True)
-    documents = _documents(session, job)
-    document = documents.get(name)
+    document = session.scalar(
+        select(Document).join(JobDocument).where(JobDocument.job_id == job.id, JobDocument.name == name)
+    )
     if document is None:
-        known = ", ".join(documents) or "none"
+        known = ", ".join(session.scalars(_job_documents(job))) or "none"
         return result(tool_use_id, f"No document named {name!r} in this task. Documents: {known}.", error=True)
     if not isinstance(offset, int) or not 0 <= offset <= document.chars:
         return result(tool_use_id, f"`offset` must be between 0 and {document.chars}.", error=True)
