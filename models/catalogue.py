@@ -37,8 +37,8 @@ CATALOGUE: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
         # The bundled emulator: Anthropic's wire format, counting with cl100k, the 1M limit of the write-up.
-        ModelSpec("plimsoll-emulator", "anthropic", 1_000_000, 400_000, "cl100k", 4_096),
-        ModelSpec("plimsoll-emulator-openai", "openai", 1_000_000, 400_000, "cl100k", 4_096),
+        ModelSpec("plimsoll-emulator", "anthropic", 1_000_000, 400_000, "cl100k", 16_000),
+        ModelSpec("plimsoll-emulator-openai", "openai", 1_000_000, 400_000, "cl100k", 16_000),
         ModelSpec("claude-sonnet-4-5", "anthropic", 200_000, 160_000, "claude", 16_000),
         ModelSpec("claude-opus-4-1", "anthropic", 200_000, 160_000, "claude", 16_000),
         ModelSpec("claude-haiku-4-5", "anthropic", 200_000, 160_000, "claude", 16_000),

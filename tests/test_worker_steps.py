@@ -130,3 +130,25 @@ def test_each_step_records_what_it_sent_and_the_calibration_follows_the_reported
         assert job.input_tokens + job.cache_read_tokens + job.cache_write_tokens == sum(
             s.reported_input_tokens or 0 for s in steps
         )
+
+
+def test_an_answer_cut_off_at_the_output_limit_is_asked_to_go_on_a_bounded_number_of_times(
+    database: Database, emulator_reset: EmulatorServer
+) -> None:
+    provider = AnthropicProvider(api_key=TEST_API_KEY, base_url=emulator_reset.base_url)
+    job_id = new_job(database, {f"{n}.txt": f"Text number {n}." for n in range(6)})
+    with database.session() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        job.max_output_tokens = 150  # a turn (a call and a note) fits; the report of six notes does not
+    outcomes = run_to_end(job_id, services(database, provider, []))
+    with database.session() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        stops = [s.stop_reason for s in steps_of(session, job_id)]
+    # list the documents and read six, then the report: cut off, asked to go on three times, and the fourth
+    # cut-off part taken as the end of the answer (the emulator's agent starts its report again each time).
+    assert stops[-4:] == ["max_tokens"] * 4
+    assert set(stops[:-4]) == {"tool_use"}
+    assert outcomes[-1].action == "finished" and job.status == JobStatus.SUCCEEDED
+    assert job.final_answer is not None and job.final_answer.startswith("REPORT")

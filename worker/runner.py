@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import sentry_sdk
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from models.db import Database
 from models.history import append_messages, message_bodies, message_index
 from models.jobs import children_of, create_job
 from models.settings import Settings
-from models.tables import Job, JobKind, JobStatus, Notice, Step, now
+from models.tables import Job, JobKind, JobStatus, Message, Notice, Step, now
 from plimsoll import (
     Calibrator,
     DoesNotFit,
@@ -44,6 +45,7 @@ from worker.tools import Delegation, result, run_tool, tools_for
 Enqueue = Callable[[int, float | None], None]  # (job id, delay in seconds or None)
 CALIBRATED = ("plimsoll", "unbatched")  # the reproductions of the published failures run uncorrected
 CONTINUE_AFTER_CUT_OFF = "(Your reply was cut off at the output limit. Continue exactly where it stopped.)"
+MAX_CONTINUATIONS = 3  # a reply cut off this many times running is taken as the answer, not asked for again
 
 
 @dataclass
@@ -293,12 +295,13 @@ def _store(session: Session, job: Job, prepared: _Prepared, reply: Reply, *, sta
             append_messages(session, job, [*new_messages, {"role": "user", "content": results}], step=step)
             wake = [job.id]
         action: Literal["continued", "finished"] = "continued"
-    elif reply.stop_reason == "max_tokens":
+    elif reply.stop_reason == "max_tokens" and len(_cut_off_answers(session, job)) < MAX_CONTINUATIONS:
         append_messages(session, job, [*new_messages, {"role": "user", "content": CONTINUE_AFTER_CUT_OFF}], step=step)
         wake, action = [job.id], "continued"
-    else:
+    else:  # the answer, in parts if it was cut off at the output limit
+        earlier = _cut_off_answers(session, job)
         append_messages(session, job, new_messages, step=step)
-        answer = "\n".join(b["text"] for b in reply.content if b.get("type") == "text").strip()
+        answer = "".join([*earlier, _text(reply.content)]).strip()
         if reply.stop_reason == "refusal":
             _finish(job, JobStatus.FAILED, error="the model refused the task")
         else:
@@ -319,6 +322,21 @@ def _store(session: Session, job: Job, prepared: _Prepared, reply: Reply, *, sta
         reported_tokens=usage.total_input,
     )
     return _Done(outcome, wake)
+
+
+def _text(content: list[dict[str, Any]]) -> str:
+    return "\n".join(b["text"] for b in content if b.get("type") == "text")
+
+
+def _cut_off_answers(session: Session, job: Job) -> list[str]:
+    """The texts of the replies cut off at the output limit at the end of the stored history, oldest first."""
+    last = session.scalar(select(func.max(Message.seq)).where(Message.job_id == job.id)) or 0
+    bodies = message_bodies(session, job.id, range(max(1, last - 2 * MAX_CONTINUATIONS), last + 1))
+    parts: list[str] = []
+    while last > 1 and bodies.get(last, {}).get("content") == CONTINUE_AFTER_CUT_OFF and last - 1 in bodies:
+        parts.insert(0, _text(bodies[last - 1]["content"]))
+        last -= 2
+    return parts
 
 
 def _start_subagent(session: Session, job: Job, delegation: Delegation) -> Job:
