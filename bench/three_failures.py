@@ -82,7 +82,8 @@ class Stack:
 class Subagent:
     status: str
     documents: int
-    read: int  # chapters whose note in the final answer matches their content
+    read: int  # chapters it read (read_document calls)
+    noted: int  # chapters whose note in its final answer matches their content
     requests: list[int]  # real tokens of each request, in order (a rejected one last)
     rejected: bool
     cache_read: int = 0
@@ -170,7 +171,8 @@ def subagent_of(session: Any, job: Job, texts: dict[str, str]) -> Subagent:
     return Subagent(
         status=job.status,
         documents=len(names),
-        read=sum(1 for name in names if notes.get(name) == sha12(texts[name])),
+        read=len(documents_read(session, job_ids=[job.id], names=names)),
+        noted=sum(1 for name in notes if name in texts and notes[name] == sha12(texts[name])),
         requests=requests,
         rejected=rejected,
         cache_read=job.cache_read_tokens,
@@ -179,12 +181,14 @@ def subagent_of(session: Any, job: Job, texts: dict[str, str]) -> Subagent:
     )
 
 
-def eight_subagents(stack: Stack, scale: Scale) -> list[Configuration]:
+def eight_subagents(
+    stack: Stack, scale: Scale, configurations: tuple[str, ...] = CONFIGURATIONS
+) -> list[Configuration]:
     """Failure 1 and the cost of clearing without batches: a main job hands each subagent its chapters."""
     texts = russian_chapters(scale.subagents * scale.chapters_per_subagent, scale.chapter_chars)
     documents = upload(stack, texts)
     results = []
-    for name in CONFIGURATIONS:
+    for name in configurations:
         stack.emulator.reset()
         stack.emulator.configure(limit=scale.limit, delegate_group=scale.chapters_per_subagent)
         started = time.monotonic()
@@ -211,10 +215,9 @@ def space_anxious(stack: Stack, scale: Scale) -> list[AnxiousRun]:
         job = wait_for(stack.database, job_id, timeout=1_800)
         with stack.database.session() as session:
             done = subagent_of(session, job, texts)
-            read = len(documents_read(session, job_ids=[job_id], names=list(texts)))
         answer = (job.final_answer or job.error or "").strip()
         ended = answer.splitlines()[0] if answer else job.status
-        runs.append(AnxiousRun(safety_net, len(texts), read, max(done.requests, default=0), scale.budget, ended))
+        runs.append(AnxiousRun(safety_net, len(texts), done.read, max(done.requests, default=0), scale.budget, ended))
     return runs
 
 
@@ -263,6 +266,7 @@ def configuration_rows(results: list[Configuration], scale: Scale) -> list[list[
                 f"{sum(s.rejected for s in c.subagents)} of {len(c.subagents)}",
                 f"{sum(s.status == JobStatus.SUCCEEDED for s in c.subagents)} of {len(c.subagents)}",
                 " / ".join(str(s.read) for s in c.subagents),
+                f"{sum(s.noted for s in c.subagents)}",
                 f"{len(requests)}",
                 f"{largest:,} ({largest / scale.budget:.2f}× budget, {largest / scale.limit:.2f}× limit)",
                 f"{sum(r > scale.budget for r in requests)}",
@@ -279,6 +283,7 @@ CONFIGURATION_HEADER = [
     "rejected",
     "finished",
     "chapters read (each subagent)",
+    "notes that match their chapter (all subagents)",
     "requests",
     "largest request, real tokens",
     "requests over budget (real size)",
@@ -392,9 +397,11 @@ def plot(results: list[Configuration], scale: Scale) -> None:
         ratios = [estimate_tokens(t, profile) / reference(t) for t in corpus.values()]
         axis.bar([i + offset * width for i in range(len(corpus))], ratios, width, label=profile)
     axis.axhline(1.0, color="black", linewidth=0.8)
+    axis.set_ylim(0, 1.4)
     axis.set_xticks([i + 0.4 - width / 2 for i in range(len(corpus))], [n.split(".")[0] for n in corpus], rotation=20)
     axis.set_ylabel("estimate ÷ real count")
-    axis.legend(fontsize=7, ncol=len(profiles))
+    axis.set_title("each profile against its tokenizer (chars4 and simple against cl100k)", fontsize=9)
+    axis.legend(fontsize=7, ncol=len(profiles), loc="upper center")
     figure.tight_layout()
     figure.savefig(RESULTS / "three_failures_estimates.png", dpi=110)
     plt.close(figure)
@@ -414,9 +421,11 @@ def _cumulative_cost(configuration: Configuration) -> list[float]:
     return points
 
 
-def run(stack: Stack, scale: Scale, *, report: bool = True) -> tuple[list[Configuration], list[AnxiousRun]]:
+def run(
+    stack: Stack, scale: Scale, *, configurations: tuple[str, ...] = CONFIGURATIONS, report: bool = True
+) -> tuple[list[Configuration], list[AnxiousRun]]:
     started = time.monotonic()
-    results = eight_subagents(stack, scale)
+    results = eight_subagents(stack, scale, configurations)
     anxious = space_anxious(stack, scale)
     if report:
         plot(results, scale)

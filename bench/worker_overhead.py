@@ -1,9 +1,9 @@
 """Time the worker spends in its own code per step, the model's reply excluded: ``python -m bench.worker_overhead``.
 
 A job is given 10, 100 and 1,000 stored messages (tool rounds over 60 real chapters), then takes steps against
-the emulator on PostgreSQL (one warm-up step, then seven timed). Each step records its own overhead (planning from the stored outlines, loading the
-bodies it sends, storing the reply and the tool results, in their transactions); the table gives the median of
-several steps at each size, beside how many bodies were loaded and the request's stage.
+the emulator on PostgreSQL (one warm-up step, then seven timed). Each step records its own overhead: planning
+from the stored outlines, loading the bodies it sends, storing the reply and the tool results, in their
+transactions. The table gives the median at each size, beside the request's size and stage.
 """
 
 from __future__ import annotations
