@@ -383,7 +383,7 @@ def test_jobs_are_listed_newest_first_in_pages_and_by_kind(api: Api) -> None:
     ("fields", "status", "message"),
     [
         ({"instruction": "   "}, 422, "the instruction is empty"),
-        ({"budget": 2_000_000}, 422, "the budget must be between 1,000 and 995,904 tokens for plimsoll-emulator"),
+        ({"budget": 2_000_000}, 422, "the budget must be between 1,000 and 984,000 tokens for plimsoll-emulator"),
         ({"budget": 10}, 422, "the budget must be between 1,000"),
         ({"model": "gpt-9"}, 422, "unknown model 'gpt-9'; known: "),
         ({"strategy": "magic"}, 422, "unknown strategy 'magic'"),

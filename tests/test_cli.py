@@ -162,7 +162,7 @@ def test_submit_explains_a_refused_job(served_fresh: Served, key: str, tmp_path:
     (tmp_path / "a.txt").write_text("Alpha.", encoding="utf-8")
     outcome = run(served_fresh, key, "submit", tmp_path / "a.txt", "-i", "Read.", "--budget", "5000000")
     assert outcome.exit_code == 1
-    assert "the budget must be between 1,000 and 995,904 tokens for plimsoll-emulator" in outcome.stderr
+    assert "the budget must be between 1,000 and 984,000 tokens for plimsoll-emulator" in outcome.stderr
 
 
 def test_submit_with_a_bad_key_or_no_server_says_so(served_fresh: Served, tmp_path: Path) -> None:
