@@ -133,8 +133,7 @@ def _batch_end(savings: Sequence[int], count: int, budget: int, batching: Batchi
 def _round_cuts(length: int) -> list[int]:
     """Where stage 3 may cut: before every fourth round counted from the first (so the kept part keeps its start
     over several calls, as clearing does), and before the last round, the smallest request we can send."""
-    last_round = length - 2 if length % 2 == 0 else length - 1  # the newest assistant message
-    last_round = last_round if last_round % 2 else last_round - 1
+    last_round = length - 1 if length % 2 == 0 else length - 2  # the newest assistant message: odd indices
     cuts = list(range(1 + 2 * BATCH, last_round, 2 * BATCH))
     return [*cuts, last_round] if last_round > 1 else cuts
 
