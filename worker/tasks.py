@@ -6,7 +6,7 @@ from functools import cache
 from typing import Any
 
 from celery import Task
-from celery.signals import worker_process_init
+from celery.signals import worker_init, worker_process_init
 
 from models.settings import get_settings
 from worker.celery_app import app
@@ -24,7 +24,8 @@ def _services() -> Services:
     return make_services(enqueue_with_celery)
 
 
-@worker_process_init.connect  # type: ignore[untyped-decorator]
+@worker_init.connect  # type: ignore[untyped-decorator]  # the worker's own process (solo and thread pools)
+@worker_process_init.connect  # type: ignore[untyped-decorator]  # each child process of the prefork pool
 def _start_sentry(**_: Any) -> None:
     settings = get_settings()
     init_sentry(settings.sentry_dsn, environment=settings.sentry_environment)
