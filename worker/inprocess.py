@@ -8,22 +8,19 @@ import threading
 import time
 from collections.abc import Callable
 
-from worker.runner import Outcome, Services, run_step
+from worker.runner import Enqueue, Services, run_step
 
 
 class InProcessWorker:
     """Runs steps on a few threads, honouring delays (retries) and counting attempts as Celery would."""
 
-    def __init__(
-        self, make_services: Callable[[Callable[[int, float | None], None]], Services], threads: int = 2
-    ) -> None:
+    def __init__(self, make_services: Callable[[Enqueue], Services], threads: int = 2) -> None:
         self.services = make_services(self.submit)
         self._queue: list[tuple[float, int, int, int]] = []  # (due, order, job id, attempt)
         self._order = itertools.count()
         self._condition = threading.Condition()
         self._busy = 0
         self._stopping = False
-        self.outcomes: list[Outcome] = []
         self._threads = [
             threading.Thread(target=self._work, daemon=True, name=f"plimsoll-step-{i}") for i in range(threads)
         ]
@@ -65,7 +62,6 @@ class InProcessWorker:
                 self._busy += 1
             try:
                 outcome = run_step(job_id, self.services, attempt=attempt)
-                self.outcomes.append(outcome)
                 if outcome.action == "retry":
                     self.submit(job_id, outcome.retry_in, attempt + 1)
             finally:

@@ -1,25 +1,38 @@
-"""Enqueueing a job's next step, through Celery or the in-process worker (``PLIMSOLL_QUEUE``)."""
+"""Enqueueing a job's next step: through Celery, or (``PLIMSOLL_QUEUE=inprocess``) to a worker inside this
+process, started on first use, so that `plimsoll api` alone is a whole service on SQLite."""
 
 from __future__ import annotations
 
+import threading
+
 from models.settings import get_settings
 from worker.inprocess import InProcessWorker
+from worker.services import make_services
 
-_in_process: InProcessWorker | None = None
-
-
-def use_in_process(worker: InProcessWorker | None) -> None:
-    """Route steps to ``worker`` (the embedded default), or back to Celery with None."""
-    global _in_process
-    _in_process = worker
+_local: InProcessWorker | None = None
+_lock = threading.Lock()
 
 
 def enqueue_step(job_id: int, delay: float | None = None) -> None:
-    if _in_process is not None:
-        _in_process.submit(job_id, delay)
-        return
     if get_settings().queue == "inprocess":
-        raise RuntimeError("PLIMSOLL_QUEUE=inprocess, but no in-process worker runs in this process")
+        local_worker().submit(job_id, delay)
+        return
     from worker.tasks import enqueue_with_celery  # imported late: it connects the Celery app
 
     enqueue_with_celery(job_id, delay)
+
+
+def local_worker() -> InProcessWorker:
+    global _local
+    with _lock:
+        if _local is None:
+            _local = InProcessWorker(make_services)
+        return _local
+
+
+def stop_local_worker() -> None:
+    global _local
+    with _lock:
+        if _local is not None:
+            _local.stop()
+            _local = None
