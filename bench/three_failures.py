@@ -15,7 +15,6 @@ hard limit as the real API does. Writes ``bench/results/three_failures.md`` and 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import re
 import time
 from collections.abc import Iterator
@@ -37,12 +36,12 @@ from models.tables import Job, JobStatus, Step
 from models.tenants import create_tenant
 from plimsoll import estimate_tokens
 from worker.chapters import chapters, corpus_text, generated_text
+from worker.demo import notes_matching
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CONFIGURATIONS = ("legacy", "original", "unbatched", "plimsoll")
 CACHE_WRITE, CACHE_READ = 1.25, 0.1  # Anthropic's 5-minute cache prices, relative to uncached input
 PUBLISHED = {"chars / 4": 25_023, "by-script rule": 43_423, "measured": 44_600}
-_NOTE = re.compile(r"^NOTE (?P<name>\S+): \d+ chars, sha256 (?P<sha>[0-9a-f]{12}), starts", re.MULTILINE)
 # The real size of a rejected request, from the provider's message ("prompt is too long: 1004321 tokens > ..."
 # or "input length and `max_tokens` exceed context limit: 998765 + 4096 > ...").
 _TOO_LONG = re.compile(r"(?:prompt is too long: |exceed context limit: )(\d+)")
@@ -123,10 +122,6 @@ class AnxiousRun:
     ended: str
 
 
-def sha12(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
 def russian_chapters(count: int, chars: int) -> dict[str, str]:
     return {c.name: c.text for c in chapters(count, chars=chars, languages=("ru",))}
 
@@ -167,12 +162,11 @@ def subagent_of(session: Any, job: Job, texts: dict[str, str]) -> Subagent:
     if rejected and too_long:
         requests.append(int(too_long.group(1)))
     names = [d.name for d in job.documents]
-    notes = {m["name"]: m["sha"] for m in _NOTE.finditer(job.final_answer or "")}
     return Subagent(
         status=job.status,
         documents=len(names),
         read=len(documents_read(session, job_ids=[job.id], names=names)),
-        noted=sum(1 for name in notes if name in texts and notes[name] == sha12(texts[name])),
+        noted=len(notes_matching(job.final_answer or "", {name: texts[name] for name in names})),
         requests=requests,
         rejected=rejected,
         cache_read=job.cache_read_tokens,

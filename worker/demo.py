@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +35,13 @@ INSTRUCTION = (
 )
 STAGES = ("as_is", "cleared_results", "user_turns", "tool_rounds")
 _NOTE = re.compile(r"^NOTE (?P<name>\S+): \d+ chars, sha256 (?P<sha>[0-9a-f]{12}), starts", re.MULTILINE)
+
+
+def notes_matching(answer: str, texts: Mapping[str, str]) -> set[str]:
+    """The documents whose note in ``answer`` (the emulator agent's report) carries the sha256 prefix of their
+    text: proof that the agent really read them, not a guess."""
+    notes = {m["name"]: m["sha"] for m in _NOTE.finditer(answer)}
+    return {n for n, text in texts.items() if notes.get(n) == hashlib.sha256(text.encode()).hexdigest()[:12]}
 
 
 @dataclass(frozen=True)
@@ -140,10 +147,7 @@ def _report(
         job = session.get(Job, job_id)
         assert job is not None
         steps = steps_of(session, job_id)
-        notes = {m["name"]: m["sha"] for m in _NOTE.finditer(job.final_answer or "")}
-        read = sum(
-            1 for name, text in texts.items() if notes.get(name) == hashlib.sha256(text.encode()).hexdigest()[:12]
-        )
+        read = len(notes_matching(job.final_answer or "", texts))
         total_input = job.total_input_tokens
         return DemoReport(
             status=job.status if job.status != JobStatus.FAILED else f"failed: {job.error}",
