@@ -7,28 +7,52 @@
 - ``POST /v1/emulator/reset``: forget stats, cache and clock offset, and go back to the starting settings
   (``{"keep_config": true}`` keeps the current ones).
 - ``POST /v1/emulator/clock``: ``{"advance_seconds": 301}`` moves the cache clock, to test expiry.
+
+When the emulator has an ``api_key``, every admin route wants it too, in either header the model routes accept
+(``x-api-key`` or ``Authorization: Bearer``): otherwise anyone who can reach the port could change the key.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
+from functools import wraps
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from emulator.config import ConfigError
-from emulator.serving import InvalidBody, read_json
+from emulator.serving import InvalidBody, bearer_token, read_json
 from emulator.state import EmulatorState
 
+Handler = Callable[[Request], Awaitable[Response]]
 
+
+def admin(handler: Handler) -> Handler:
+    """``handler``, answering 401 first when the emulator has a key and the request does not carry it."""
+
+    @wraps(handler)
+    async def checked(request: Request) -> Response:
+        expected = _state(request).config.api_key
+        if expected is not None and expected not in (request.headers.get("x-api-key"), bearer_token(request)):
+            body = {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
+            return JSONResponse(body, status_code=401)
+        return await handler(request)
+
+    return checked
+
+
+@admin
 async def get_stats(request: Request) -> Response:
     return JSONResponse(_state(request).stats.as_dict())
 
 
+@admin
 async def get_config(request: Request) -> Response:
     return JSONResponse(_state(request).config.as_dict())
 
 
+@admin
 async def post_config(request: Request) -> Response:
     try:
         changes = await read_json(request)
@@ -40,6 +64,7 @@ async def post_config(request: Request) -> Response:
     return JSONResponse(config.as_dict())
 
 
+@admin
 async def post_reset(request: Request) -> Response:
     try:
         options = await read_json(request) if await request.body() else {}
@@ -51,6 +76,7 @@ async def post_reset(request: Request) -> Response:
     return JSONResponse({"reset": True})
 
 
+@admin
 async def post_clock(request: Request) -> Response:
     try:
         body = await read_json(request)

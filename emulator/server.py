@@ -41,6 +41,8 @@ class EmulatorServer:
         self._server = uvicorn.Server(uvicorn_config)
         self._thread = threading.Thread(target=self._serve, name=f"emulator:{self.port}", daemon=True)
         self._admin_client = httpx.Client(base_url=f"{self.base_url}/v1/emulator", timeout=10.0)
+        # The admin routes want the key in force; ``configure`` and ``reset`` can change it.
+        self._api_key = self.config.api_key
 
     @property
     def base_url(self) -> str:
@@ -55,7 +57,7 @@ class EmulatorServer:
         deadline = time.monotonic() + _START_TIMEOUT_SECONDS
         while True:
             try:
-                self._admin_client.get("config", timeout=1.0).raise_for_status()
+                self._admin_client.get("config", headers=self._key_header(), timeout=1.0).raise_for_status()
                 return
             except httpx.HTTPError:
                 if not self._thread.is_alive() or time.monotonic() > deadline:
@@ -84,20 +86,27 @@ class EmulatorServer:
 
     def reset(self, *, keep_config: bool = False) -> None:
         self._admin("POST", "reset", {"keep_config": keep_config})
+        if not keep_config:
+            self._api_key = self.config.api_key
 
     def configure(self, **changes: Any) -> dict[str, Any]:
         """Change settings at run time, e.g. ``configure(limit=5000, faults={"script": ["429"]})``."""
-        return self._admin("POST", "config", changes)
+        config = self._admin("POST", "config", changes)
+        self._api_key = config["api_key"]
+        return config
 
     def advance_clock(self, seconds: float) -> None:
         self._admin("POST", "clock", {"advance_seconds": seconds})
 
     def _admin(self, method: str, name: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        response = self._admin_client.request(method, name, json=body)
+        response = self._admin_client.request(method, name, json=body, headers=self._key_header())
         if response.status_code >= 400:
             raise ValueError(f"emulator admin {name}: {response.json()['error']['message']}")
         result: dict[str, Any] = response.json()
         return result
+
+    def _key_header(self) -> dict[str, str]:
+        return {"x-api-key": self._api_key} if self._api_key is not None else {}
 
     def _serve(self) -> None:
         self._server.run(sockets=[self._socket])
