@@ -1,0 +1,363 @@
+"""Chaos: N concurrent jobs, many with subagents, run by real Celery workers against the emulator while the
+harness kill -9's pool children and worker main processes, restarts Redis (no persistence) and stops PostgreSQL,
+and the emulator answers 20 % of model requests with 429, 529, 500 or a dropped connection. Then the faults stop
+and the harness waits, bounded, for every job to end, and checks every job from the database.
+
+    python -m bench.chaos [--broker redis|rabbitmq|both] [--jobs 40] [--workers 2] [--seconds 90] [--seed 1]
+
+It prints the figures, marks each goal of issue 8 met or NOT MET, and writes bench/results/chaos.md. PostgreSQL
+and Redis are its own, on spare ports; on RabbitMQ it uses the shared server (never restarted) with a queue of
+its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from bench.chaos_checks import Checks, Submitted, check_jobs, unfinished_jobs
+from bench.chaos_cluster import Cluster
+from bench.chaos_report import render, results_markdown
+from bench.chaos_services import Emulator, Postgres, Processes, Redis, SentrySink
+from models.db import Database
+from models.documents import add_document
+from models.jobs import create_job
+from models.migrate import upgrade
+from models.tenants import create_tenant
+from worker.chapters import chapters
+
+CODE_DIR = Path(__file__).resolve().parent.parent
+RESULTS = CODE_DIR / "bench" / "results" / "chaos.md"
+RABBITMQ_URL = os.environ.get("PLIMSOLL_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//")
+INSTRUCTION = "Check each chapter against the notes and report one fact of each."
+DELEGATE_GROUP = 3  # a job with 6 documents hands them to 2 subagents; one with 3 reads them itself
+JOB_BUDGET = 20_000
+EMULATOR_LIMIT = 30_000  # above every normal job's budget, below what a too-long job sends
+TOO_LONG_BUDGET = 200_000
+
+
+@dataclass(frozen=True)
+class ChaosConfig:
+    broker: str = "redis"
+    jobs: int = 40
+    workers: int = 2
+    seconds: float = 90.0  # the fault window
+    settle_seconds: float = 240.0  # how long to wait after the last fault before calling the rest stuck
+    seed: int = 1
+    too_long_jobs: int = 2
+    fault_rate: float = 0.2
+    latency: float = 0.25
+    lease_seconds: int = 30
+    reconcile_every_seconds: int = 10
+    code_dir: Path = CODE_DIR
+
+
+@dataclass(frozen=True)
+class Fault:
+    at: float  # seconds after the start of the fault window
+    kind: str
+    pause: float = 0.0  # how long the killed thing stays down
+    slot: int = 0
+
+
+@dataclass
+class FaultRecord:
+    kind: str
+    started: float  # seconds after the start of the fault window
+    ended: float
+    detail: str
+
+
+@dataclass
+class ChaosResult:
+    config: ChaosConfig
+    queue: str
+    code: str
+    submitted: list[Submitted] = field(default_factory=list)
+    submit_failures: int = 0
+    faults: list[FaultRecord] = field(default_factory=list)
+    last_fault: float = 0.0  # seconds after the start of the fault window
+    all_ended_at: float | None = None  # idem; None: some job never ended
+    wall_seconds: float = 0.0
+    checks: Checks = field(default_factory=Checks)
+    sentry: dict[str, int] = field(default_factory=dict)
+    emulator_requests: int = 0
+    emulator_rejections: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def recovery_seconds(self) -> float | None:
+        if self.all_ended_at is None:
+            return None
+        return max(0.0, self.all_ended_at - self.last_fault)
+
+
+def plan_faults(config: ChaosConfig, rng: random.Random) -> list[Fault]:
+    """The process faults of a run, at seeded random moments inside the window, scaled to its length."""
+    window = config.seconds
+
+    def moments(count: int) -> list[float]:
+        return [rng.uniform(0.1 * window, 0.8 * window) for _ in range(count)]
+
+    faults = [Fault(at, "kill -9 pool child") for at in moments(max(2, round(window / 10)))]
+    faults += [
+        Fault(at, "kill -9 worker main process", rng.uniform(3, 6), rng.randrange(config.workers))
+        for at in moments(max(1, round(window / 30)))
+    ]
+    if config.broker == "redis":
+        faults += [Fault(at, "restart Redis (no persistence)", rng.uniform(3, 6)) for at in moments(1)]
+    faults += [Fault(at, "stop PostgreSQL", rng.uniform(10, 15)) for at in moments(max(1, round(window / 90)))]
+    return sorted(faults, key=lambda f: f.at)
+
+
+def job_plan(config: ChaosConfig, rng: random.Random) -> list[tuple[dict[str, str], bool]]:
+    """(documents, too long?) per job: even jobs 6 documents (2 subagents), odd ones 3, a few too long."""
+    pool = [*chapters(12, chars=3_000), *chapters(12, chars=6_000)]
+    big = {c.name: c.text for c in chapters(3, chars=20_000, languages=("zh",))}
+    too_long = set(rng.sample(range(config.jobs), min(config.too_long_jobs, config.jobs)))
+    plan = []
+    for index in range(config.jobs):
+        if index in too_long:
+            plan.append((big, True))
+            continue
+        picked = rng.sample(pool, 2 * DELEGATE_GROUP if index % 2 == 0 else DELEGATE_GROUP)
+        plan.append(({c.name: c.text for c in picked}, False))
+    return plan
+
+
+def run_chaos(config: ChaosConfig, log: bool = True) -> ChaosResult:
+    def say(text: str) -> None:
+        if log:
+            print(f"[chaos {config.broker}] {text}", flush=True)
+
+    rng = random.Random(config.seed)
+    processes = Processes()
+    started = time.monotonic()
+    sink = SentrySink()
+    stack = contextlib.ExitStack()
+    try:
+        stack.callback(processes.close)
+        stack.callback(sink.close)
+        postgres = Postgres(processes)
+        postgres.start()
+        upgrade(postgres.url)
+        database = Database(postgres.url)
+        stack.callback(database.dispose)
+        redis = Redis(processes)
+        if config.broker == "redis":
+            redis.start()
+        broker = redis.url if config.broker == "redis" else RABBITMQ_URL
+        emulator = Emulator(processes, config.code_dir, _emulator_args(config))
+        stack.callback(emulator.close)
+        step_queue = f"chaos-{uuid.uuid4().hex[:10]}"
+        env = {
+            **os.environ,
+            "PLIMSOLL_DATABASE_URL": postgres.url,
+            "PLIMSOLL_BROKER_URL": broker,
+            "PLIMSOLL_QUEUE": "celery",
+            "PLIMSOLL_STEP_QUEUE": step_queue,
+            "PLIMSOLL_LEASE_SECONDS": str(config.lease_seconds),
+            "PLIMSOLL_RECONCILE_EVERY_SECONDS": str(config.reconcile_every_seconds),
+            "PLIMSOLL_ANTHROPIC_BASE_URL": emulator.base_url,
+            "PLIMSOLL_ANTHROPIC_API_KEY": "chaos",
+            "PLIMSOLL_SENTRY_DSN": sink.dsn,
+            "PLIMSOLL_SENTRY_ENVIRONMENT": "chaos",
+        }
+        cluster = Cluster(processes, config.code_dir, env, config.workers)
+        stack.callback(cluster.close)
+        if config.broker == "rabbitmq":
+            stack.callback(_delete_rabbitmq_queue, cluster.queue)
+        cluster.wait_ready(90)
+        result = ChaosResult(config=config, queue=cluster.queue, code=_code_version(config.code_dir))
+        say(f"services up in {time.monotonic() - started:.0f} s; queue {cluster.queue}; logs in {processes.root}")
+
+        window_start = time.monotonic()
+        submitter = threading.Thread(
+            target=_submit_all, args=(database, cluster, job_plan(config, rng), config, window_start, result)
+        )
+        submitter.start()
+        _inject(plan_faults(config, rng), rng, cluster, postgres, redis, window_start, result, say)
+        remaining = config.seconds - (time.monotonic() - window_start)
+        time.sleep(max(0.0, remaining))
+        emulator.configure(faults={"rate": 0.0})
+        result.last_fault = max(time.monotonic() - window_start, *(f.ended for f in result.faults))
+        say(f"faults stopped at {result.last_fault:.0f} s; waiting up to {config.settle_seconds:.0f} s")
+        submitter.join()
+        result.all_ended_at = _wait_until_all_ended(database, window_start + result.last_fault + config.settle_seconds)
+        if result.all_ended_at is not None:
+            result.all_ended_at -= window_start
+        result.checks = check_jobs(database, result.submitted)
+        time.sleep(2)  # the SDK sends events from a background thread
+        result.sentry = sink.snapshot()
+        stats = emulator.stats()
+        result.emulator_requests = int(stats["requests"])
+        result.emulator_rejections = dict(stats["rejections"])
+        result.wall_seconds = round(time.monotonic() - started, 1)
+        return result
+    finally:
+        stack.close()
+
+
+def _emulator_args(config: ChaosConfig) -> list[str]:
+    return [
+        "--latency",
+        str(config.latency),
+        "--delegate-group",
+        str(DELEGATE_GROUP),
+        "--limit",
+        str(EMULATOR_LIMIT),
+        "--fault-rate",
+        str(config.fault_rate),
+        "--fault-kinds",
+        "429,529,500,drop",
+        "--retry-after",
+        "1",
+        "--seed",
+        str(config.seed),
+    ]
+
+
+def _submit_all(
+    database: Database,
+    cluster: Cluster,
+    plan: list[tuple[dict[str, str], bool]],
+    config: ChaosConfig,
+    window_start: float,
+    result: ChaosResult,
+) -> None:
+    """Jobs arrive spread over the first 70 % of the window, so that faults meet jobs at every stage. A client
+    retries while the database is down; the step is enqueued (and retried while the broker is down) after."""
+    spacing = 0.7 * config.seconds / max(1, len(plan))
+    for index, (texts, too_long) in enumerate(plan):
+        time.sleep(max(0.0, window_start + index * spacing - time.monotonic()))
+        job_id = _create(database, texts, too_long, deadline=time.monotonic() + 60)
+        if job_id is None:
+            result.submit_failures += 1
+            continue
+        result.submitted.append(Submitted(job_id, texts, too_long))
+        if not cluster.enqueue(job_id):
+            result.submit_failures += 1
+
+
+def _create(database: Database, texts: dict[str, str], too_long: bool, deadline: float) -> int | None:
+    while True:
+        try:
+            with database.session() as session:
+                tenant, _ = create_tenant(session, name=f"chaos-{uuid.uuid4().hex[:10]}")
+                ids = [add_document(session, tenant_id=tenant.id, name=n, content=t).id for n, t in texts.items()]
+                job = create_job(
+                    session,
+                    tenant_id=tenant.id,
+                    instruction=INSTRUCTION,
+                    document_ids=ids,
+                    budget=TOO_LONG_BUDGET if too_long else JOB_BUDGET,
+                )
+                return job.id
+        except SQLAlchemyError:
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.5)
+
+
+def _inject(
+    faults: list[Fault],
+    rng: random.Random,
+    cluster: Cluster,
+    postgres: Postgres,
+    redis: Redis,
+    window_start: float,
+    result: ChaosResult,
+    say: Callable[[str], None],
+) -> None:
+    """Each fault in turn, at its moment (or as soon as the one before is over)."""
+    for fault in faults:
+        time.sleep(max(0.0, window_start + fault.at - time.monotonic()))
+        began = time.monotonic() - window_start
+        if fault.kind == "kill -9 pool child":
+            detail = cluster.kill_child(rng)
+        elif fault.kind == "kill -9 worker main process":
+            detail = cluster.kill_worker(fault.slot, fault.pause)
+        elif fault.kind.startswith("restart Redis"):
+            redis.kill()
+            time.sleep(fault.pause)
+            redis.start()
+            detail = f"down {fault.pause:.1f} s"
+        else:
+            postgres.stop()
+            time.sleep(fault.pause)
+            postgres.start()
+            detail = f"down {fault.pause:.1f} s"
+        ended = time.monotonic() - window_start
+        result.faults.append(FaultRecord(fault.kind, round(began, 1), round(ended, 1), detail))
+        say(f"{began:5.1f} s  {fault.kind}: {detail}")
+
+
+def _wait_until_all_ended(database: Database, deadline: float) -> float | None:
+    """The moment every job (subagents included) had ended, or None if some had not by ``deadline``."""
+    while time.monotonic() < deadline:
+        with contextlib.suppress(SQLAlchemyError):
+            if unfinished_jobs(database) == 0:
+                return time.monotonic()
+        time.sleep(1.0)
+    return None
+
+
+def _code_version(code_dir: Path) -> str:
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(code_dir), *args], capture_output=True, text=True, check=False)
+        return done.stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    return commit + (" + uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def _delete_rabbitmq_queue(name: str) -> None:
+    from kombu.connection import Connection
+
+    with contextlib.suppress(Exception), Connection(RABBITMQ_URL, connect_timeout=5) as connection:  # type: ignore[no-untyped-call]
+        connection.default_channel.queue_delete(name)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--broker", choices=("redis", "rabbitmq", "both"), default="both")
+    parser.add_argument("--jobs", type=int, default=ChaosConfig.jobs)
+    parser.add_argument("--workers", type=int, default=ChaosConfig.workers)
+    parser.add_argument("--seconds", type=float, default=ChaosConfig.seconds, help="length of the fault window")
+    parser.add_argument("--settle", type=float, default=ChaosConfig.settle_seconds, help="wait bound after faults")
+    parser.add_argument("--seed", type=int, default=ChaosConfig.seed)
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    base = ChaosConfig(
+        jobs=args.jobs, workers=args.workers, seconds=args.seconds, settle_seconds=args.settle, seed=args.seed
+    )
+    brokers = ("redis", "rabbitmq") if args.broker == "both" else (args.broker,)
+    results = []
+    for broker in brokers:
+        result = run_chaos(replace(base, broker=broker))
+        print(render(result), flush=True)
+        results.append(result)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(results_markdown(results, command=_command(args)))
+    print(f"wrote {args.output}")
+
+
+def _command(args: argparse.Namespace) -> str:
+    return (
+        f"python -m bench.chaos --broker {args.broker} --jobs {args.jobs} --workers {args.workers} "
+        f"--seconds {args.seconds:g} --settle {args.settle:g} --seed {args.seed}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""The Celery side of a chaos run: N worker processes (prefork, 2 children each), beat, and the enqueuing client,
+each in its own process group, with the kills the harness injects."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from bench.chaos_services import Processes, pool_children
+
+POOL_SIZE = 2
+
+
+class Cluster:
+    def __init__(self, processes: Processes, code_dir: Path, env: Mapping[str, str], workers: int) -> None:
+        self.processes = processes
+        self.code_dir = code_dir
+        self.env = {**env, "PYTHONPATH": str(code_dir), "PYTHONUNBUFFERED": "1"}
+        self._lock = threading.Lock()
+        self.enqueuer = processes.spawn(
+            [sys.executable, "-m", "bench.chaos_enqueue"], log="enqueue.log", env=self.env, cwd=code_dir, pipes=True
+        )
+        first = self._read_line()
+        if not first.startswith("queue "):
+            raise RuntimeError(f"the enqueuer did not start; see {processes.root / 'enqueue.log'}")
+        self.queue = first.split(" ", 1)[1]
+        self.workers: list[subprocess.Popen[bytes] | None] = [None] * workers
+        for slot in range(workers):
+            self.start_worker(slot)
+        self.beat = processes.spawn(
+            [*self._celery, "beat", "-s", str(processes.root / "beat-schedule"), "--loglevel=warning"],
+            log="beat.log",
+            env=self.env,
+            cwd=code_dir,
+        )
+
+    @property
+    def _celery(self) -> list[str]:
+        return [sys.executable, "-m", "celery", "-A", "worker.celery_app:app"]
+
+    def start_worker(self, slot: int) -> None:
+        args = [*self._celery, "worker", "-Q", self.queue, "-P", "prefork", "-c", str(POOL_SIZE), "-E"]
+        args += ["--loglevel=warning", "-n", f"chaos{slot}@%h"]
+        process = self.processes.spawn(args, log=f"worker{slot}.log", env=self.env, cwd=self.code_dir)
+        self.workers[slot] = process
+
+    def wait_ready(self, timeout: float) -> None:
+        """Until every worker has its pool up."""
+        deadline = time.monotonic() + timeout
+        while not all(w is not None and len(pool_children(w.pid)) >= POOL_SIZE for w in self.workers):
+            for slot, process in enumerate(self.workers):
+                if process is not None and process.poll() is not None:
+                    log = self.processes.root / f"worker{slot}.log"
+                    raise RuntimeError(f"worker {slot} exited with {process.returncode}; see {log}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the workers' pools did not start in {timeout} s")
+            time.sleep(0.2)
+
+    def enqueue(self, job_id: int) -> bool:
+        with self._lock:
+            assert self.enqueuer.stdin is not None
+            self.enqueuer.stdin.write(f"{job_id}\n".encode())
+            self.enqueuer.stdin.flush()
+            return self._read_line().startswith("ok ")
+
+    def _read_line(self) -> str:
+        assert self.enqueuer.stdout is not None
+        return self.enqueuer.stdout.readline().decode().strip()
+
+    def kill_child(self, rng: random.Random) -> str:
+        """kill -9 one pool child of a worker picked at random."""
+        candidates = [(slot, w) for slot, w in enumerate(self.workers) if w is not None and w.poll() is None]
+        if not candidates:
+            return "no worker running"
+        slot, process = rng.choice(candidates)
+        children = pool_children(process.pid)
+        if not children:
+            return f"worker {slot} had no pool child"
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(rng.choice(children), signal.SIGKILL)
+        return f"worker {slot}"
+
+    def kill_worker(self, slot: int, pause: float) -> str:
+        """kill -9 a worker's main process, and start it again ``pause`` seconds later. Its orphaned pool
+        children die with it at the restart, as they would with their machine."""
+        process = self.workers[slot]
+        if process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)
+        time.sleep(pause)
+        if process is not None:
+            self.processes.kill_group(process)
+        self.start_worker(slot)
+        return f"worker {slot}"
+
+    def close(self) -> None:
+        for process in [*self.workers, self.beat, self.enqueuer]:
+            if process is not None:
+                self.processes.kill_group(process)
