@@ -1,20 +1,40 @@
-"""Sentry for the worker, with a second guard against reporting too-long rejections.
+"""Sentry for the worker: our bugs and the failures the worker decides to report, never the user's text.
 
-The routing table already keeps TooLong away from Sentry; ``before_send`` drops any event that carries one
-anyway (raised as TooLong, or as a raw provider error that classifies as too long), because a too-long
-request is a limit of the model, not a bug anyone on call can fix.
+What an event may carry, and why:
+
+- The exception types and a stack trace of file, function and line. No local variables (they hold system
+  prompts, instructions and documents), no source lines, no request bodies, no personal data.
+- The message of the worker's own provider errors (``worker.errors``): the provider's words for what was wrong
+  with a request, which on-call needs. Any other exception's message is removed: a database error quotes its
+  SQL parameters (message contents), a ``KeyError`` its key (a document name).
+- Log lines are breadcrumbs only, as their format string without arguments; they never become events.
+- No ``extra`` (the Celery integration puts task arguments there), ``request`` or ``user``.
+
+The SDK's auto-enabling integrations are off: the Anthropic and OpenAI ones report every failed call, including
+the transient faults the worker retries, and the HTTP and database ones add breadcrumbs carrying URLs and SQL.
+Only Celery's is added back, so that a task that dies outside ``run_step`` is still reported.
+
+``before_send`` also drops any event that carries a too-long rejection (raised as TooLong, or as a raw provider
+error that classifies as too long): a too-long request is a limit of the model, not a bug anyone on call can fix.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import sentry_sdk
 from sentry_sdk.integrations.celery import CeleryIntegration
+from sentry_sdk.integrations.logging import LoggingIntegration
 from sentry_sdk.transport import Transport
-from sentry_sdk.types import Event, Hint
+from sentry_sdk.types import Breadcrumb, BreadcrumbHint, Event, Hint
 
 from worker.errors import TooLong, classify
+
+OWN_ERRORS_MODULE = "worker.errors"
+MAX_MESSAGE_CHARS = 500
+REMOVED = "(message removed: it may quote user text)"
+FRAME_TEXT = ("vars", "pre_context", "context_line", "post_context")
 
 
 def init_sentry(dsn: str | None, *, environment: str | None = None, transport: object | None = None) -> bool:
@@ -30,15 +50,32 @@ def init_sentry(dsn: str | None, *, environment: str | None = None, transport: o
     sentry_sdk.init(
         dsn=dsn or None,
         environment=environment,
-        integrations=[CeleryIntegration()],
-        before_send=drop_too_long,
+        auto_enabling_integrations=False,
+        integrations=[
+            CeleryIntegration(),
+            LoggingIntegration(level=logging.INFO, event_level=None, sentry_logs_level=None),
+        ],
+        # send_default_pii is left unset, which is off: sentry-sdk 2.75 warns that it is deprecated, and derives
+        # its data_collection settings from it (unset: no personal data) and from the two options below.
+        include_local_variables=False,
+        include_source_context=False,
+        max_request_body_size="never",
+        before_send=before_send,
+        before_breadcrumb=before_breadcrumb,
         **options,
     )
     return True
 
 
+def before_send(event: Event, hint: Hint) -> Event | None:
+    """The ``before_send`` hook: None (drop) for a too-long rejection, else the event without user text."""
+    if drop_too_long(event, hint) is None:
+        return None
+    return scrub(event)
+
+
 def drop_too_long(event: Event, hint: Hint) -> Event | None:
-    """The ``before_send`` hook: None (drop) for an event about a too-long rejection, else the event."""
+    """None (drop) for an event about a too-long rejection, else the event."""
     exc_info = hint.get("exc_info")
     if exc_info is None:
         return event
@@ -54,3 +91,37 @@ def is_too_long(exception: BaseException) -> bool:
     if not isinstance(exception, Exception):
         return False
     return isinstance(classify(exception, provider="unknown"), TooLong)
+
+
+def scrub(event: Event) -> Event:
+    """``event`` with everything removed that could carry a prompt, an instruction or a document."""
+    for key in ("extra", "request", "user", "message"):
+        event.pop(key, None)  # type: ignore[misc]
+    logentry = event.get("logentry")
+    if isinstance(logentry, dict):
+        event["logentry"] = {"message": str(logentry.get("message", ""))}
+    for value in event.get("exception", {}).get("values", []):
+        if value.get("module") != OWN_ERRORS_MODULE:
+            value["value"] = REMOVED
+        elif isinstance(value.get("value"), str):
+            value["value"] = value["value"][:MAX_MESSAGE_CHARS]
+        for frame in value.get("stacktrace", {}).get("frames", []):
+            for key in FRAME_TEXT:
+                frame.pop(key, None)
+    for thread in event.get("threads", {}).get("values", []):
+        for frame in thread.get("stacktrace", {}).get("frames", []):
+            for key in FRAME_TEXT:
+                frame.pop(key, None)
+    breadcrumbs = event.get("breadcrumbs", {})
+    for crumb in breadcrumbs.get("values", []) if isinstance(breadcrumbs, dict) else []:
+        crumb.pop("data", None)
+    return event
+
+
+def before_breadcrumb(crumb: Breadcrumb, hint: BreadcrumbHint) -> Breadcrumb | None:
+    """A log line's breadcrumb keeps its format string, not the arguments formatted into it."""
+    record = hint.get("log_record")
+    if isinstance(record, logging.LogRecord):
+        crumb["message"] = str(record.msg)
+    crumb.pop("data", None)
+    return crumb
