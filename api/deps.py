@@ -39,7 +39,7 @@ def enqueue_on_worker_queue(job_id: int) -> None:
     # Imported when first needed: importing the API loads neither Celery nor the worker.
     from worker.queue import enqueue_step
 
-    enqueue_step(job_id)
+    enqueue_step(job_id, 0)
 
 
 def enqueue_of(request: Request) -> Enqueue:

@@ -69,6 +69,15 @@ class JobIn(Input):
         default="plimsoll", description="plimsoll, or original / legacy / unbatched to reproduce old failures"
     )
     safety_net: bool = Field(default=True, description="tell the agent that old tool results are cleared")
+    max_steps: int | None = Field(
+        default=None, ge=1, le=100_000, description="stop the job after this many steps; default from the settings"
+    )
+    max_input_tokens: int | None = Field(
+        default=None,
+        ge=1_000,
+        le=10**12,
+        description="stop the job before its requests add up to more input tokens; default from the settings",
+    )
 
 
 class Progress(BaseModel):
@@ -106,6 +115,7 @@ class LastRequest(Schema):
 class ChildJob(Schema):
     id: int
     status: str
+    error: str | None = Field(description="why it did not finish, if it did not")
 
 
 class JobSummary(Schema):
@@ -118,6 +128,11 @@ class JobSummary(Schema):
     instruction_excerpt: str
     created_at: datetime
     finished_at: datetime | None
+
+
+class Limits(Schema):
+    max_steps: int
+    max_input_tokens: int
 
 
 class JobView(BaseModel):
@@ -136,6 +151,7 @@ class JobView(BaseModel):
     progress: Progress
     usage: Usage
     retries: int
+    limits: Limits
     last_request: LastRequest | None
     final_answer: str | None
     error: str | None

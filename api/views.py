@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from api.schemas import ChildJob, JobSummary, JobView, LastRequest, Progress, Usage
+from api.schemas import ChildJob, JobSummary, JobView, LastRequest, Limits, Progress, Usage
 from models.history import documents_read
 from models.jobs import children_of, last_step
 from models.tables import Job, Step
@@ -37,6 +37,7 @@ def job_view(session: Session, job: Job) -> JobView:
         ),
         usage=usage_of(job),
         retries=job.retries,
+        limits=Limits.model_validate(job),
         last_request=None if step is None else last_request(step),
         final_answer=job.final_answer,
         error=job.error,

@@ -16,8 +16,14 @@ from rich.text import Text
 from api.client import ApiUnreachable, PlimsollClient
 from api.schemas import JobView
 
-FINISHED = ("succeeded", "failed", "needs_new_chat", "cancelled")
-STATUS_STYLES = {"succeeded": "green", "failed": "red", "needs_new_chat": "yellow", "cancelled": "dim"}
+FINISHED = ("succeeded", "incomplete", "failed", "needs_new_chat", "cancelled")
+STATUS_STYLES = {
+    "succeeded": "green",
+    "incomplete": "yellow",
+    "failed": "red",
+    "needs_new_chat": "yellow",
+    "cancelled": "dim",
+}
 
 
 def watch_job(
@@ -30,7 +36,8 @@ def watch_job(
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     """Poll the job until it finishes, showing its progress on ``display``; then print the final answer (or the
-    notice, or the error) on ``output``. Answers the exit code: 0 if the job succeeded, 1 otherwise."""
+    notice, or the error) on ``output``. Answers the exit code: 0 if the job succeeded, 1 otherwise (an
+    incomplete job's answer is printed too, and its notice names the parts that did not finish)."""
     job = client.job(job_id)
     with Live(job_panel(job), console=display, refresh_per_second=4) as live:
         while job.status not in FINISHED:
@@ -45,16 +52,18 @@ def watch_job(
 
 
 def report_outcome(client: PlimsollClient, job: JobView, *, display: Console, output: Console) -> int:
-    if job.status == "succeeded":
+    if job.status in ("succeeded", "incomplete"):
         output.print(job.final_answer or "", markup=False, highlight=False, soft_wrap=True)
+    if job.status == "succeeded":
         return 0
+    notices = [notice.text for notice in client.all_notices(job_id=job.id)]
     if job.status == "needs_new_chat":
-        texts = [notice.text for notice in client.all_notices(job_id=job.id)]
-        for text in texts or [job.error or f"Job {job.id} needs a new chat."]:
+        for text in notices or [job.error or f"Job {job.id} needs a new chat."]:
             output.print(text, markup=False, highlight=False, soft_wrap=True)
         return 1
-    if job.status == "failed":
-        display.print(f"Job {job.id} failed: {job.error or 'no reason recorded'}", markup=False, soft_wrap=True)
+    if job.status in ("failed", "incomplete"):
+        for text in notices or [f"Job {job.id} {job.status}: {job.error or 'no reason recorded'}"]:
+            display.print(text, markup=False, highlight=False, soft_wrap=True)
         return 1
     display.print(f"Job {job.id} was cancelled.")
     return 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -13,7 +14,7 @@ from models.documents import documents_of
 from models.errors import InvalidInput, NotFound
 from models.history import append_messages
 from models.settings import get_settings
-from models.tables import Job, JobDocument, JobKind, JobStatus, Step
+from models.tables import Job, JobDocument, JobKind, JobStatus, Step, now
 
 STRATEGIES = ("plimsoll", "original", "legacy", "unbatched")
 
@@ -40,6 +41,8 @@ def create_job(
     locale: str | None = None,
     strategy: str = "plimsoll",
     safety_net: bool = True,
+    max_steps: int | None = None,
+    max_input_tokens: int | None = None,
 ) -> Job:
     """A queued job with its opening message stored. Every check happens before anything is written."""
     settings = get_settings()
@@ -65,6 +68,12 @@ def create_job(
             f"the budget must be between 1,000 and {spec.max_budget:,} tokens for {spec.name} "
             f"(its context limit of {spec.context_limit:,} less {spec.max_output_tokens:,} for the reply)"
         )
+    max_steps = settings.max_steps_per_job if max_steps is None else max_steps
+    max_input_tokens = settings.max_input_tokens_per_job if max_input_tokens is None else max_input_tokens
+    if max_steps < 1:
+        raise InvalidInput("max_steps must be at least 1")
+    if max_input_tokens < budget:
+        raise InvalidInput(f"max_input_tokens must be at least the budget ({budget:,}): one request may use that much")
     documents = documents_of(session, tenant_id=tenant_id, ids=document_ids)
     names = [d.name for d in documents]
     if len(set(names)) != len(names):
@@ -86,6 +95,11 @@ def create_job(
         safety_net=safety_net,
         status=JobStatus.QUEUED,
         calibration={},
+        max_steps=max_steps,
+        max_input_tokens=max_input_tokens,
+        tool_calls={},
+        # No delivery has claimed it yet: if none does by then, the reconciler queues its first step again.
+        lease_until=now() + timedelta(seconds=settings.lease_seconds),
         documents=[JobDocument(document_id=d.id, position=i, name=d.name) for i, d in enumerate(documents)],
     )
     session.add(job)

@@ -17,6 +17,13 @@ class Settings(BaseSettings):
     # "celery": steps go through the broker to `plimsoll worker` processes; "inprocess": a thread of this
     # process runs them (the embedded default: no Redis needed).
     queue: Literal["celery", "inprocess"] = "celery"
+    step_queue: str | None = None  # the Celery queue of job steps (None: worker.celery_app.STEP_QUEUE)
+    # Every unfinished job is picked up again at most about lease + reconcile_every seconds after whatever held
+    # it died: a running step renews its lease every third of it; the reconciler re-queues expired ones.
+    lease_seconds: float = Field(default=30.0, ge=3.0)
+    reconcile_every_seconds: float = Field(default=10.0, gt=0.0)
+    # A reply that was paid for is stored through a database outage of up to this long before it is given up.
+    store_retry_seconds: float = Field(default=120.0, ge=0.0)
 
     anthropic_api_key: SecretStr = SecretStr("emulator")
     anthropic_base_url: str | None = None  # None: the SDK's default, api.anthropic.com
@@ -36,8 +43,10 @@ class Settings(BaseSettings):
     max_document_chars: int = 2_000_000
     max_instruction_chars: int = 20_000
     max_documents_per_job: int = 500
-    max_steps_per_job: int = 1_000
-    max_transient_retries: int = 6
+    max_steps_per_job: int = 1_000  # the default of a job's step limit
+    max_input_tokens_per_job: int = 50_000_000  # the default of a job's limit on input tokens, over all its steps
+    max_identical_tool_calls: int = 3  # the agent is warned at this many identical calls; one more ends the job
+    max_transient_retries: int = 6  # per step, for provider faults; also per delivery for database outages
     default_locale: str = "en"
 
 

@@ -34,6 +34,7 @@ class JobStatus(enum.StrEnum):
     FAILED = "failed"
     NEEDS_NEW_CHAT = "needs_new_chat"
     CANCELLED = "cancelled"
+    INCOMPLETE = "incomplete"  # it answered, but some of its subagents did not finish
 
     @property
     def finished(self) -> bool:
@@ -106,7 +107,17 @@ class Job(Base):
     output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     cache_write_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    retries: Mapped[int] = mapped_column(Integer, default=0)  # transient failures retried
+    retries: Mapped[int] = mapped_column(Integer, default=0)  # transient failures retried, over the whole job
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # failed tries of the current step
+    # Who runs the current step until when (a token per delivery), or, with no owner, when the reconciler takes
+    # the job back if no delivery has claimed it by then. Every unfinished job has a deadline.
+    lease_owner: Mapped[str | None] = mapped_column(String(64), default=None)
+    lease_until: Mapped[datetime | None] = mapped_column(default=None)
+    # Runaway protection: limits of this job (from the settings or the submit), and how often each distinct tool
+    # call (sha256 of its name and input, shortened) was made.
+    max_steps: Mapped[int] = mapped_column(Integer, default=1_000)
+    max_input_tokens: Mapped[int] = mapped_column(BigInteger, default=50_000_000)
+    tool_calls: Mapped[dict[str, Any]] = mapped_column(default=dict)
     calibration: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[datetime] = mapped_column(default=now)
     updated_at: Mapped[datetime] = mapped_column(default=now, onupdate=now)
@@ -116,6 +127,8 @@ class Job(Base):
     documents: Mapped[list[JobDocument]] = relationship(
         order_by="JobDocument.position", cascade="all, delete-orphan", lazy="selectin"
     )
+
+    __table_args__ = (Index("ix_jobs_unfinished_lease", "status", "lease_until"),)
 
     @property
     def total_input_tokens(self) -> int:

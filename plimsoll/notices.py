@@ -41,5 +41,51 @@ TOO_LONG_NOTICE = TOO_LONG_NOTICES["en"]
 def too_long_notice(locale: str | None = None) -> str:
     """The too-long notice in the person's language: ``"cs"``, ``"cs-CZ"`` or ``"cs_CZ"`` give Czech;
     anything unknown (or nothing) gives English."""
-    language = (locale or "en").replace("_", "-").split("-", 1)[0].lower()
-    return TOO_LONG_NOTICES.get(language, TOO_LONG_NOTICE)
+    return TOO_LONG_NOTICES.get(_language(locale), TOO_LONG_NOTICE)
+
+
+def _language(locale: str | None) -> str:
+    return (locale or "en").replace("_", "-").split("-", 1)[0].lower()
+
+
+# Why a job was stopped before it finished, or finished without all of its parts. Placeholders: {steps},
+# {tokens}, {tool}, {times}, {parts}.
+STOPPED_NOTICES: dict[str, dict[str, str]] = {
+    "en": {
+        "steps": "This job was stopped after {steps} steps, the limit set for it. Everything it did is kept.",
+        "tokens": (
+            "This job was stopped before it used more than {tokens} input tokens, the limit set for it. "
+            "Everything it did is kept."
+        ),
+        "repeating": (
+            "This job was stopped because the agent called {tool} with the same input {times} times without "
+            "making progress. Everything it did is kept."
+        ),
+        "incomplete": "The job finished, but these parts of it did not: {parts}. Its answer leaves them out.",
+    },
+    "cs": {
+        "steps": "Úloha byla zastavena po {steps} krocích, což je její nastavený limit. Vše, co udělala, zůstává.",
+        "tokens": (
+            "Úloha byla zastavena dříve, než by použila více než {tokens} vstupních tokenů, což je její nastavený "
+            "limit. Vše, co udělala, zůstává."
+        ),
+        "repeating": (
+            "Úloha byla zastavena, protože agent {times}krát zavolal {tool} se stejným vstupem a nepostoupil dál. "
+            "Vše, co udělala, zůstává."
+        ),
+        "incomplete": "Úloha skončila, ale tyto její části ne: {parts}. Odpověď je nezahrnuje.",
+    },
+}
+
+
+def stopped_notice(why: str, locale: str | None = None, **values: object) -> str:
+    """The notice for a job stopped by a limit (``why``: steps, tokens, repeating) or finished without some of
+    its parts (incomplete), in the person's language."""
+    texts = STOPPED_NOTICES.get(_language(locale), STOPPED_NOTICES["en"])
+    return texts[why].format(**{k: f"{v:,}" if isinstance(v, int) else v for k, v in values.items()})
+
+
+REPEATED_CALL_WARNING = (
+    "[You have now called {tool} with exactly this input {times} times. Its output has not changed. Use what you "
+    "noted from it, or do something different: one more identical call stops the job.]"
+)

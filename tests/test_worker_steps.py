@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from emulator import EmulatorServer
@@ -12,9 +13,10 @@ from models.documents import add_document
 from models.history import all_messages
 from models.jobs import create_job, steps_of
 from models.settings import Settings
-from models.tables import Job, JobKind, JobStatus
+from models.tables import Job, JobKind, JobStatus, now
 from models.tenants import create_tenant
 from tests.fixtures_emulator import TEST_API_KEY
+from worker.lease import reconcile
 from worker.providers import AnthropicProvider
 from worker.providers.base import Provider, Reply
 from worker.runner import Outcome, Services, run_step
@@ -29,27 +31,38 @@ def new_job(database: Database, texts: dict[str, str], **job: Any) -> int:
         ).id
 
 
-def services(database: Database, provider: Provider, woken: list[int]) -> Services:
+def services(database: Database, provider: Provider, woken: list[int], **settings: Any) -> Services:
     return Services(
         database=database,
-        settings=Settings(database_url=database.url),
+        settings=Settings(database_url=database.url, **settings),
         provider_for=lambda job: provider,
-        enqueue=lambda job_id, delay: woken.append(job_id),
+        enqueue=lambda job_id, step, delay: woken.append(job_id),
         report=lambda error: None,
     )
 
 
-class BothSend:
-    """The real provider, but a request waits until a second one is being sent too: two deliveries of one
-    step racing each other to the model, as after a worker was thought lost and its step redelivered."""
+class Held:
+    """The real provider, but every request waits at a gate the test opens: a step caught while it waits for
+    the model. ``sending`` is set once a request waits there."""
 
     def __init__(self, provider: Provider) -> None:
         self.provider = provider
-        self.barrier = threading.Barrier(2, timeout=30)
+        self.gate = threading.Event()
+        self.sending = threading.Event()
+        self.calls = 0
 
     def send(self, **request: Any) -> Reply:
-        self.barrier.wait()
+        self.calls += 1
+        self.sending.set()
+        assert self.gate.wait(30)
         return self.provider.send(**request)
+
+
+def in_thread(work: Any) -> tuple[threading.Thread, list[Outcome]]:
+    outcomes: list[Outcome] = []
+    thread = threading.Thread(target=lambda: outcomes.append(work()))
+    thread.start()
+    return thread, outcomes
 
 
 def run_to_end(job_id: int, steps: Services) -> list[Outcome]:
@@ -68,14 +81,14 @@ def test_a_step_delivered_twice_at_once_is_stored_once(database: Database, emula
     run_to_end(once, services(database, provider, []))
 
     twice = new_job(database, texts)
-    racing = services(database, BothSend(provider), [])
-    outcomes: list[Outcome] = []
-    threads = [threading.Thread(target=lambda: outcomes.append(run_step(twice, racing))) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert sorted(o.action for o in outcomes) == ["continued", "skipped"]
+    held = Held(provider)
+    first, outcomes = in_thread(lambda: run_step(twice, services(database, held, [])))
+    assert held.sending.wait(30)
+    # The same step delivered again while the first delivery waits for the model: it does not call the model.
+    assert run_step(twice, services(database, held, []), step=0).action == "skipped"
+    held.gate.set()
+    first.join()
+    assert [o.action for o in outcomes] == ["continued"] and held.calls == 1
     run_to_end(twice, services(database, provider, []))
 
     with database.session() as session:
@@ -96,6 +109,36 @@ def test_a_step_after_the_job_finished_changes_nothing(database: Database, emula
     with database.session() as session:
         assert len(all_messages(session, job_id)) == before
     assert woken == [job_id]  # each step woke the next one; the last woke nobody (no parent)
+
+
+def test_a_delivery_for_a_step_already_done_does_nothing(database: Database, emulator_reset: EmulatorServer) -> None:
+    provider = AnthropicProvider(api_key=TEST_API_KEY, base_url=emulator_reset.base_url)
+    job_id = new_job(database, {"a.txt": "Alpha.", "b.txt": "Beta."})
+    steps = services(database, provider, [])
+    assert run_step(job_id, steps, step=0).action == "continued"
+    assert run_step(job_id, steps, step=0).action == "skipped"  # a late duplicate of the first step
+    assert emulator_reset.stats()["requests"] == 1
+    assert run_step(job_id, steps, step=1).action == "continued"
+
+
+def test_when_a_lease_lapses_a_second_delivery_runs_the_step_and_only_the_first_reply_is_stored(
+    database: Database, emulator_reset: EmulatorServer
+) -> None:
+    provider = AnthropicProvider(api_key=TEST_API_KEY, base_url=emulator_reset.base_url)
+    job_id = new_job(database, {"a.txt": "Alpha.", "b.txt": "Beta."})
+    held = Held(provider)
+    stuck, stuck_outcomes = in_thread(lambda: run_step(job_id, services(database, held, [])))
+    assert held.sending.wait(30)
+    with database.session() as session:  # the first delivery looks dead: its lease ran out
+        session.get_one(Job, job_id).lease_until = now() - timedelta(seconds=1)
+    assert reconcile(database, lease_seconds=30, enqueue=lambda job_id, step: None) == [job_id]
+    assert run_step(job_id, services(database, provider, []), step=0).action == "continued"
+    held.gate.set()
+    stuck.join()
+    assert [o.action for o in stuck_outcomes] == ["skipped"]  # it came back with a reply: discarded, not stored
+    with database.session() as session:
+        assert [m.seq for m in all_messages(session, job_id)] == [0, 1, 2]
+        assert [s.step for s in steps_of(session, job_id)] == [1]
 
 
 def test_a_cancelled_job_takes_no_further_step(database: Database, emulator_reset: EmulatorServer) -> None:

@@ -1,19 +1,20 @@
-"""The Celery application: Redis broker, one task per step, late acks, one task at a time per worker process."""
+"""The Celery application: one task per step, late acks, one task at a time per worker process, and the
+reconciler on Celery beat. The broker is Redis by default; RabbitMQ (amqp://...) works by configuration alone."""
 
 from __future__ import annotations
 
 from celery import Celery
 
-from models.settings import get_settings
+from models.settings import Settings, get_settings
 
-STEP_QUEUE = "plimsoll-steps"
+STEP_QUEUE = "plimsoll-steps"  # the step queue, unless PLIMSOLL_STEP_QUEUE names another
 
 
-def make_celery(broker_url: str) -> Celery:
-    app = Celery("plimsoll", broker=broker_url, include=["worker.tasks"])
+def make_celery(settings: Settings) -> Celery:
+    app = Celery("plimsoll", broker=settings.broker_url, include=["worker.tasks"])
     app.conf.update(
-        task_default_queue=STEP_QUEUE,
-        task_acks_late=True,  # a step lost with its worker is delivered again; steps are idempotent
+        task_default_queue=settings.step_queue or STEP_QUEUE,
+        task_acks_late=True,  # a step lost with its worker child is delivered again; steps are exactly-once
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,  # a long step must not hold other jobs' steps back
         task_ignore_result=True,  # progress lives in the database, not in a result backend
@@ -21,11 +22,23 @@ def make_celery(broker_url: str) -> Celery:
         task_send_sent_event=True,
         task_track_started=True,
         broker_connection_retry_on_startup=True,
-        # One step is one model call; far below this, so a step is never delivered twice while it runs.
-        broker_transport_options={"visibility_timeout": 3_600},
+        broker_connection_max_retries=None,  # a worker waits out a broker restart instead of exiting
+        # A step in flight when the broker connection drops finishes and stores its reply; its message may be
+        # delivered again, and that delivery finds the step done.
+        worker_cancel_long_running_tasks_on_connection_loss=False,
+        # Redis only: a message taken by a worker that died is handed out again after this long. The reconciler
+        # recovers the job long before (lease + reconcile interval), so this only needs to outlast a slow step.
+        broker_transport_options={"visibility_timeout": 2 * settings.request_timeout_seconds + 600},
+        beat_schedule={
+            "plimsoll-reconcile": {
+                "task": "plimsoll.reconcile",
+                "schedule": settings.reconcile_every_seconds,
+                "options": {"expires": settings.reconcile_every_seconds},  # a backlog of old beats is dropped
+            }
+        },
         worker_hijack_root_logger=False,
     )
     return app
 
 
-app = make_celery(get_settings().broker_url)
+app = make_celery(get_settings())

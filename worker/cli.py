@@ -24,12 +24,24 @@ app.add_typer(api_commands)
 def worker(
     concurrency: Annotated[int, typer.Option(help="Steps run at the same time in this worker.")] = 2,
     loglevel: Annotated[str, typer.Option(help="Celery's log level.")] = "info",
+    beat: Annotated[
+        bool, typer.Option(help="Also run the reconciler's schedule (Celery beat) in this worker: one per service.")
+    ] = False,
 ) -> None:
-    """Run a Celery worker that takes job steps from the Redis broker."""
-    from worker.celery_app import STEP_QUEUE
+    """Run a Celery worker that takes job steps from the broker."""
     from worker.celery_app import app as celery
 
-    celery.worker_main(["worker", "-Q", STEP_QUEUE, "-E", f"--concurrency={concurrency}", f"--loglevel={loglevel}"])
+    queue = celery.conf.task_default_queue
+    options = ["-Q", queue, "-E", f"--concurrency={concurrency}", f"--loglevel={loglevel}"]
+    celery.worker_main(["worker", *options, *(["--beat"] if beat else [])])
+
+
+@app.command()
+def beat(loglevel: Annotated[str, typer.Option(help="Celery's log level.")] = "info") -> None:
+    """Run Celery beat: every few seconds it asks a worker to queue again the jobs whose deadline passed."""
+    from worker.celery_app import app as celery
+
+    celery.start(["beat", f"--loglevel={loglevel}"])
 
 
 @app.command()

@@ -1,22 +1,29 @@
-"""A worker inside the current process, for the embedded default: no broker, the same steps as under Celery."""
+"""A worker inside the current process, for the embedded default: no broker, the same steps as under Celery,
+and the same reconciler, run on a timer instead of Celery beat."""
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Callable
 
+from worker.lease import reconcile
+from worker.outages import DatabaseUnavailable
+from worker.routing import JITTER, backoff_delay
 from worker.runner import Enqueue, Services, run_step
+
+logger = logging.getLogger(__name__)
 
 
 class InProcessWorker:
-    """Runs steps on a few threads, honouring delays (retries) and counting attempts as Celery would."""
+    """Runs steps on a few threads, honouring delays, and reconciles jobs whose deadline passed."""
 
     def __init__(self, make_services: Callable[[Enqueue], Services], threads: int = 2) -> None:
         self.services = make_services(self.submit)
-        self._queue: list[tuple[float, int, int, int]] = []  # (due, order, job id, attempt)
+        self._queue: list[tuple[float, int, int, int | None, int]] = []  # (due, order, job id, step, outages)
         self._order = itertools.count()
         self._condition = threading.Condition()
         self._busy = 0
@@ -24,12 +31,14 @@ class InProcessWorker:
         self._threads = [
             threading.Thread(target=self._work, daemon=True, name=f"plimsoll-step-{i}") for i in range(threads)
         ]
+        self._threads.append(threading.Thread(target=self._reconcile, daemon=True, name="plimsoll-reconciler"))
         for thread in self._threads:
             thread.start()
 
-    def submit(self, job_id: int, delay: float | None = None, attempt: int = 1) -> None:
+    def submit(self, job_id: int, step: int | None = None, delay: float | None = None, outages: int = 0) -> None:
         with self._condition:
-            heapq.heappush(self._queue, (time.monotonic() + (delay or 0.0), next(self._order), job_id, attempt))
+            due = time.monotonic() + (delay or 0.0)
+            heapq.heappush(self._queue, (due, next(self._order), job_id, step, outages))
             self._condition.notify()
 
     def wait_until_idle(self, timeout: float | None = None) -> bool:
@@ -58,13 +67,25 @@ class InProcessWorker:
                     self._condition.wait(wait)
                 if self._stopping:
                     return
-                _, _, job_id, attempt = heapq.heappop(self._queue)
+                _, _, job_id, step, outages = heapq.heappop(self._queue)
                 self._busy += 1
             try:
-                outcome = run_step(job_id, self.services, attempt=attempt)
-                if outcome.action == "retry":
-                    self.submit(job_id, outcome.retry_in, attempt + 1)
+                run_step(job_id, self.services, step=step)
+            except DatabaseUnavailable:
+                if outages < self.services.settings.max_transient_retries:  # then the reconciler's deadline
+                    self.submit(job_id, step, backoff_delay(outages + 1, None, JITTER), outages + 1)
             finally:
                 with self._condition:
                     self._busy -= 1
                     self._condition.notify_all()
+
+    def _reconcile(self) -> None:
+        settings = self.services.settings
+        while True:
+            with self._condition:
+                if self._stopping or self._condition.wait_for(lambda: self._stopping, settings.reconcile_every_seconds):
+                    return
+            try:
+                reconcile(self.services.database, lease_seconds=settings.lease_seconds, enqueue=self.submit)
+            except Exception as error:  # an outage, most likely: the next round tries again
+                logger.warning("reconciler: %s; trying again in a moment", type(error).__name__)

@@ -1,5 +1,5 @@
-"""Enqueueing a job's next step: through Celery, or (``PLIMSOLL_QUEUE=inprocess``) to a worker inside this
-process, started on first use, so that `plimsoll api` alone is a whole service on SQLite."""
+"""Enqueueing a job's step: through Celery, or (``PLIMSOLL_QUEUE=inprocess``) to a worker inside this process,
+started on first use, so that `plimsoll api` alone is a whole service on SQLite."""
 
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ _local: InProcessWorker | None = None
 _lock = threading.Lock()
 
 
-def enqueue_step(job_id: int, delay: float | None = None) -> None:
+def enqueue_step(job_id: int, step: int | None = None, delay: float | None = None) -> None:
+    """Queue step ``step`` of job ``job_id`` (None: whichever is current when it runs)."""
     if get_settings().queue == "inprocess":
-        local_worker().submit(job_id, delay)
+        local_worker().submit(job_id, step, delay)
         return
     from worker.tasks import enqueue_with_celery  # imported late: it connects the Celery app
 
-    enqueue_with_celery(job_id, delay)
+    enqueue_with_celery(job_id, step, delay)
 
 
 def local_worker() -> InProcessWorker:

@@ -22,7 +22,8 @@ BACKOFF_CAP_SECONDS = 60.0
 NEEDS_NEW_CHAT = "needs_new_chat"
 FAILED = "failed"
 
-_DEFAULT_RNG = random.Random()
+# Drawn from os.urandom, so every process (each forked pool child too) jitters differently.
+JITTER: random.Random = random.SystemRandom()
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def route(
     if isinstance(error, Transient) and attempt < max_attempts:
         return Action(
             retry=True,
-            delay=backoff_delay(attempt, error.retry_after, rng or _DEFAULT_RNG),
+            delay=backoff_delay(attempt, error.retry_after, rng or JITTER),
             job_status=None,
             notice=None,
             report_to_sentry=False,

@@ -1,17 +1,21 @@
-"""One step of a job: plan the request within the budget, send it, store what came back, decide what is next.
+"""One step of a job: claim it, plan the request within the budget, send it, store what came back, hand off.
 
-A step is a plain function of a job id, so it runs the same under Celery, in the in-process worker and in tests.
-It is idempotent: its writes happen in one transaction that first checks that the job is still at the step
-number it started from, so a step delivered twice (a worker lost mid-step, a retry racing a late reply) stores
-its messages once. The next step is enqueued only after that transaction commits.
+A step is a plain function of a job id and the step number it is for, so it runs the same under Celery, in the
+in-process worker and in tests. It is exactly-once by that number: the claim and the store each lock the job's
+row and check that the job is still at that step, so a late or duplicate delivery does nothing, and a second
+delivery never calls the model while the first holds the step's lease (worker/lease.py). The next step is queued
+only after the store commits; if that enqueue is lost, the job's deadline brings it back through the reconciler.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 import sentry_sdk
@@ -36,13 +40,18 @@ from plimsoll import (
 from plimsoll.baselines import legacy_plan
 from plimsoll.fitting import Batching
 from plimsoll.messages import BLOCK_OVERHEAD, MESSAGE_OVERHEAD
+from plimsoll.notices import stopped_notice
 from worker.errors import ProviderError, TooLong
+from worker.lease import Heartbeat, deadline, held_by_another, release
+from worker.outages import in_transaction, surviving_outages
 from worker.prompts import system_prompt
 from worker.providers.base import Provider, Reply
 from worker.routing import route
+from worker.runaway import count_calls, fingerprint, with_warning
 from worker.tools import Delegation, result, run_tool, tools_for
 
-Enqueue = Callable[[int, float | None], None]  # (job id, delay in seconds or None)
+logger = logging.getLogger(__name__)
+Enqueue = Callable[[int, int | None, float | None], None]  # (job id, step or None for the current one, delay)
 CALIBRATED = ("plimsoll", "unbatched")  # the reproductions of the published failures run uncorrected
 CONTINUE_AFTER_CUT_OFF = "(Your reply was cut off at the output limit. Continue exactly where it stopped.)"
 MAX_CONTINUATIONS = 3  # a reply cut off this many times running is taken as the answer, not asked for again
@@ -93,69 +102,89 @@ class _Prepared:
     seconds: float = 0.0  # time spent in our code
 
 
-def run_step(job_id: int, services: Services, *, attempt: int = 1) -> Outcome:
-    """Run the next step of job ``job_id``. ``attempt`` counts deliveries of this step after transient failures."""
+def run_step(job_id: int, services: Services, *, step: int | None = None) -> Outcome:
+    """Run step ``step`` (the job's current one when None) of job ``job_id``. A database outage raises
+    ``DatabaseUnavailable`` before the model is called; after it, the reply is stored through the outage."""
     started = time.perf_counter()
-    with services.database.session() as session:
-        begun = _begin(session, job_id, services, attempt=attempt)
+    owner = uuid.uuid4().hex
+    begun = in_transaction(services.database, lambda session: _begin(session, job_id, step, owner, services))
     if isinstance(begun, Outcome):
         return begun
     if isinstance(begun, _Done):
         return _after_commit(begun, services)
     prepared = begun
     prepared.seconds = time.perf_counter() - started
+    settings = services.settings
     try:
-        reply = prepared.provider.send(
-            model=prepared.model,
-            system=prepared.system,
-            messages=prepared.request,
-            tools=prepared.tools,
-            max_tokens=prepared.max_tokens,
-        )
+        with Heartbeat(services.database, job_id, owner, seconds=settings.lease_seconds):
+            reply = prepared.provider.send(
+                model=prepared.model,
+                system=prepared.system,
+                messages=prepared.request,
+                tools=prepared.tools,
+                max_tokens=prepared.max_tokens,
+            )
     except ProviderError as error:
-        with services.database.session() as session:
-            job = _current(session, job_id, prepared.step)
-            if isinstance(job, Outcome):
-                return job
-            failure = _fail(session, job, error, services, attempt=attempt, prepared=prepared)
-        return _after_commit(failure, services)
+        failed = surviving_outages(
+            services.database,
+            partial(_unanswered, job_id=job_id, prepared=prepared, error=error, services=services),
+            seconds=settings.store_retry_seconds,
+        )
+        return _after_commit(failed, services)
     storing = time.perf_counter()
-    with services.database.session() as session:
-        job = _current(session, job_id, prepared.step)
-        if isinstance(job, Outcome):
-            return job
-        stored = _store(session, job, prepared, reply, started=storing)
+    stored = surviving_outages(
+        services.database,
+        lambda session: _answered(session, job_id, prepared, reply, services, started=storing),
+        seconds=settings.store_retry_seconds,
+    )
     return _after_commit(stored, services)
 
 
-def _begin(session: Session, job_id: int, services: Services, *, attempt: int) -> Outcome | _Done | _Prepared:
-    """Take the job's row, settle what needs no model call, and plan the request."""
+def _begin(
+    session: Session, job_id: int, step: int | None, owner: str, services: Services
+) -> Outcome | _Done | _Prepared:
+    """Claim the job's current step, settle what needs no model call, and plan the request."""
     job = session.get(Job, job_id, with_for_update=True)
     if job is None or JobStatus(job.status).finished:
         return Outcome(job_id, "skipped", job.step if job else 0, job.status if job else "missing")
+    if step is not None and job.step != step:
+        return Outcome(job_id, "skipped", step, job.status)  # a late or duplicate delivery: the step is done
+    if held_by_another(job, now()):
+        return Outcome(job_id, "skipped", job.step, job.status)  # another delivery is running this step
+    settings = services.settings
+    job.lease_owner, job.lease_until = owner, deadline(settings.lease_seconds)
     if _parent_gone(session, job):
         _finish(job, JobStatus.CANCELLED, error="the main job was cancelled or has ended")
         return Outcome(job_id, "finished", job.step, job.status)
-    if job.step >= services.settings.max_steps_per_job:
-        _finish(job, JobStatus.FAILED, error=f"stopped after {job.step} steps, the limit per job")
-        return Outcome(job_id, "finished", job.step, job.status)
+    if job.step >= job.max_steps:
+        return _stop(session, job, f"stopped after {job.step} steps, the limit of this job", "steps", steps=job.step)
     if job.status == JobStatus.QUEUED:
         job.status, job.started_at = JobStatus.RUNNING, now()
     try:
         prepared = _prepare(session, job, services)
     except _NothingFits as nothing:
         error = TooLong(str(nothing.error), provider="plimsoll")
-        return _fail(session, job, error, services, attempt=attempt, nothing=nothing)
-    return Outcome(job_id, "waiting", job.step, job.status) if prepared is None else prepared
+        return _failed(session, job, error, services, nothing=nothing)
+    if prepared is None:  # subagents still at work: they wake the job; the deadline is a safety net
+        release(job, seconds=settings.lease_seconds)
+        return Outcome(job_id, "waiting", job.step, job.status)
+    expected = int(prepared.chosen.tokens * prepared.factor)
+    if job.total_input_tokens + expected > job.max_input_tokens:
+        why = f"stopped before exceeding {job.max_input_tokens:,} input tokens, the limit of this job"
+        return _stop(session, job, why, "tokens", tokens=job.max_input_tokens, carried=prepared.carried)
+    return prepared
 
 
 def _current(session: Session, job_id: int, step: int) -> Job | Outcome:
-    """The job's row, locked, if it is still at ``step`` and running; otherwise why this delivery stops here
-    (another delivery finished the step, or the job was cancelled meanwhile)."""
+    """The job's row, locked, if it is still at ``step`` and unfinished; otherwise why this delivery stops
+    here (another delivery finished the step, or the job was cancelled meanwhile): its reply is discarded."""
     job = session.get(Job, job_id, with_for_update=True)
     if job is None or job.step != step or JobStatus(job.status).finished:
         return Outcome(job_id, "skipped", step, job.status if job else "missing")
     return job
+
+
+Wake = tuple[int, int, float | None]  # a job, the step to run, and how many seconds to wait first
 
 
 @dataclass(frozen=True)
@@ -163,14 +192,20 @@ class _Done:
     """How a step ended, and what must wait until its transaction commits."""
 
     outcome: Outcome
-    wake: list[int]  # jobs to enqueue once the transaction commits
+    wake: list[Wake]  # steps to queue once the transaction commits
     report: BaseException | None = None  # what to send to Sentry
 
 
-def _after_commit(done: _Done, services: Services) -> Outcome:
-    """What may only happen once the step's transaction has committed: waking jobs, alerting."""
-    for job_id in done.wake:
-        services.enqueue(job_id, None)
+def _after_commit(done: _Done | Outcome, services: Services) -> Outcome:
+    """What may only happen once the step's transaction has committed: queueing steps, alerting. A step that
+    cannot be queued now is queued by the reconciler when its job's deadline passes."""
+    if isinstance(done, Outcome):
+        return done
+    for job_id, step, delay in done.wake:
+        try:
+            services.enqueue(job_id, step, delay)
+        except Exception as error:
+            logger.warning("job %s: step %s not queued (%s); the reconciler will", job_id, step, type(error).__name__)
     if done.report is not None:
         services.report(done.report)
     return done.outcome
@@ -255,11 +290,7 @@ def _delegate_results(session: Session, job: Job, calls: Sequence[str], seq: int
         if status == JobStatus.SUCCEEDED:
             blocks.append(result(call, child.final_answer or "(the subagent gave no answer)"))
         else:
-            why = {
-                JobStatus.NEEDS_NEW_CHAT: "its conversation grew too long for the model",
-                JobStatus.CANCELLED: "it was cancelled",
-            }.get(status, f"it failed: {child.error or 'unknown error'}")
-            blocks.append(result(call, f"The subagent did not finish: {why}.", error=True))
+            blocks.append(result(call, f"The subagent did not finish: {_why_unfinished(child)}.", error=True))
     return {"role": "user", "content": [b for b in blocks if isinstance(b, dict)]}
 
 
@@ -268,8 +299,13 @@ def _stored_call(session: Session, job: Job, seq: int, tool_use_id: str) -> dict
     return next(b for b in content if b.get("type") == "tool_use" and b["id"] == tool_use_id)
 
 
-def _store(session: Session, job: Job, prepared: _Prepared, reply: Reply, *, started: float) -> _Done:
-    """Store the reply and what follows from it; the jobs to wake once this commits."""
+def _answered(
+    session: Session, job_id: int, prepared: _Prepared, reply: Reply, services: Services, *, started: float
+) -> _Done | Outcome:
+    """Store the reply and what follows from it, if the job is still at the step this reply answers."""
+    job = _current(session, job_id, prepared.step)
+    if isinstance(job, Outcome):
+        return job
     usage = reply.usage
     job.input_tokens += usage.input_tokens
     job.output_tokens += usage.output_tokens
@@ -282,22 +318,39 @@ def _store(session: Session, job: Job, prepared: _Prepared, reply: Reply, *, sta
     step = prepared.step + 1
     assistant = {"role": "assistant", "content": reply.content}
     new_messages: list[dict[str, Any]] = [*prepared.carried, assistant]
-    wake: list[int] = []
+    wake: list[Wake] = []
     calls = [block for block in reply.content if block.get("type") == "tool_use"]
+    action: Literal["continued", "finished"] = "continued"
     if calls:
+        repeats = count_calls(job.tool_calls, calls, limit=services.settings.max_identical_tool_calls)
+        job.tool_calls = repeats.counts
+        if repeats.over:
+            unrun = [result(c["id"], "Not run: the same call was made too often.", error=True) for c in calls]
+            append_messages(session, job, [*new_messages, {"role": "user", "content": unrun}], step=step)
+            job.step = step
+            tool, times = repeats.over[0].get("name", "?"), repeats.counts[fingerprint(repeats.over[0])]
+            why = f"stopped: the agent called {tool} with the same input {times} times"
+            stopped = _stop(session, job, why, "repeating", tool=tool, times=times)
+            session.add(_step_record(job, prepared, step, reply=reply, seconds=prepared.seconds))
+            return stopped
         outputs = [run_tool(session, job, call) for call in calls]
         delegations = [o for o in outputs if isinstance(o, Delegation)]
         if delegations:
             append_messages(session, job, new_messages, step=step)
-            wake = [_start_subagent(session, job, d).id for d in delegations]
+            wake = [(_start_subagent(session, job, d).id, 0, None) for d in delegations]
         else:
-            results = [o for o in outputs if not isinstance(o, Delegation)]
+            results = [
+                with_warning(o, tool=c.get("name", "?"), times=services.settings.max_identical_tool_calls)
+                if c["id"] in repeats.warn
+                else o
+                for c, o in zip(calls, outputs, strict=True)
+                if not isinstance(o, Delegation)
+            ]
             append_messages(session, job, [*new_messages, {"role": "user", "content": results}], step=step)
-            wake = [job.id]
-        action: Literal["continued", "finished"] = "continued"
+            wake = [(job.id, step, None)]
     elif reply.stop_reason == "max_tokens" and len(_cut_off_answers(session, job)) < MAX_CONTINUATIONS:
         append_messages(session, job, [*new_messages, {"role": "user", "content": CONTINUE_AFTER_CUT_OFF}], step=step)
-        wake, action = [job.id], "continued"
+        wake = [(job.id, step, None)]
     else:  # the answer, in parts if it was cut off at the output limit
         earlier = _cut_off_answers(session, job)
         append_messages(session, job, new_messages, step=step)
@@ -306,10 +359,12 @@ def _store(session: Session, job: Job, prepared: _Prepared, reply: Reply, *, sta
             _finish(job, JobStatus.FAILED, error="the model refused the task")
         else:
             job.final_answer = answer
-            _finish(job, JobStatus.SUCCEEDED)
-        wake = [job.parent_id] if job.parent_id else []
+            _finish_with_parts(session, job)
+        wake = _wake_parent(session, job)
         action = "finished"
-    job.step = step
+    job.step, job.attempts = step, 0
+    if action == "continued":
+        release(job, seconds=services.settings.lease_seconds)
     seconds = prepared.seconds + time.perf_counter() - started
     session.add(_step_record(job, prepared, step, reply=reply, seconds=seconds))
     outcome = Outcome(
@@ -322,6 +377,56 @@ def _store(session: Session, job: Job, prepared: _Prepared, reply: Reply, *, sta
         reported_tokens=usage.total_input,
     )
     return _Done(outcome, wake)
+
+
+def _finish_with_parts(session: Session, job: Job) -> None:
+    """A job that answered succeeded, unless some of its subagents did not finish: then it is incomplete,
+    and the person is told which parts are missing and why."""
+    missing = [c for c in children_of(session, job.id) if c.status != JobStatus.SUCCEEDED]
+    if not missing:
+        _finish(job, JobStatus.SUCCEEDED)
+        return
+    parts = "; ".join(f"subagent {c.id} ({_why_unfinished(c)})" for c in missing)
+    _finish(job, JobStatus.INCOMPLETE, error=f"{len(missing)} of its subagents did not finish: {parts}")
+    _notify(session, job, stopped_notice("incomplete", job.locale, parts=parts))
+
+
+def _why_unfinished(job: Job) -> str:
+    return {
+        JobStatus.NEEDS_NEW_CHAT: "its conversation grew too long for the model",
+        JobStatus.CANCELLED: "it was cancelled",
+        JobStatus.INCOMPLETE: "parts of it did not finish",
+    }.get(JobStatus(job.status), f"it failed: {job.error or 'unknown error'}")
+
+
+def _wake_parent(session: Session, job: Job) -> list[Wake]:
+    """A finished subagent wakes its parent at the step the parent waits in."""
+    parent = session.get(Job, job.parent_id) if job.parent_id is not None else None
+    return [] if parent is None else [(parent.id, parent.step, None)]
+
+
+def _notify(session: Session, job: Job, text: str) -> None:
+    """A notice for the person. Only main jobs have one: a subagent's end reaches the person through its
+    parent, which reads it as a tool result and names it when it finishes."""
+    if job.parent_id is None:
+        session.add(Notice(tenant_id=job.tenant_id, job_id=job.id, text=text))
+
+
+def _stop(
+    session: Session,
+    job: Job,
+    why: str,
+    notice: str,
+    *,
+    carried: Sequence[dict[str, Any]] = (),
+    **values: Any,
+) -> _Done:
+    """End a runaway job (a limit reached, or the agent repeating itself) with a notice saying why."""
+    if carried:
+        append_messages(session, job, carried, step=job.step + 1)  # results that arrived are kept
+    _finish(job, JobStatus.FAILED, error=why)
+    _notify(session, job, stopped_notice(notice, job.locale, **values))
+    return _Done(Outcome(job.id, "finished", job.step, job.status), _wake_parent(session, job))
 
 
 def _text(content: list[dict[str, Any]]) -> str:
@@ -381,25 +486,39 @@ def _step_record(
 
 def _finish(job: Job, status: JobStatus, *, error: str | None = None) -> None:
     job.status, job.finished_at = status, now()
+    job.lease_owner, job.lease_until = None, None  # a finished job has no deadline
     if error:
         job.error = error
 
 
-def _fail(
+def _unanswered(
+    session: Session, job_id: int, prepared: _Prepared, error: ProviderError, services: Services
+) -> _Done | Outcome:
+    job = _current(session, job_id, prepared.step)
+    if isinstance(job, Outcome):
+        return job
+    return _failed(session, job, error, services, prepared=prepared)
+
+
+def _failed(
     session: Session,
     job: Job,
     error: ProviderError,
     services: Services,
     *,
-    attempt: int,
     prepared: _Prepared | None = None,
     nothing: _NothingFits | None = None,
 ) -> _Done:
-    """Act on a failed request as the routing table says: the outcome, the jobs to wake, what to report."""
-    action = route(error, attempt=attempt, max_attempts=services.settings.max_transient_retries + 1, locale=job.locale)
+    """Act on a failed request as the routing table says. The step's failed tries are counted on the job, so
+    the limit holds however the retries were delivered."""
+    settings = services.settings
+    tries = job.attempts + 1
+    action = route(error, attempt=tries, max_attempts=settings.max_transient_retries + 1, locale=job.locale)
     if action.retry:
-        job.retries += 1
-        return _Done(Outcome(job.id, "retry", job.step, job.status, retry_in=action.delay), [])
+        job.attempts, job.retries = tries, job.retries + 1
+        delay = action.delay or 0.0
+        release(job, seconds=delay + settings.lease_seconds)
+        return _Done(Outcome(job.id, "retry", job.step, job.status, retry_in=delay), [(job.id, job.step, delay)])
     step = job.step + 1
     carried = prepared.carried if prepared else nothing.carried if nothing else []
     if carried:
@@ -408,13 +527,13 @@ def _fail(
         session.add(_step_record(job, prepared, step, reply=None, seconds=prepared.seconds, stop=type(error).__name__))
     elif nothing is not None:
         session.add(_unsent_step_record(job, step, nothing.error))
-    _finish(job, JobStatus(action.job_status or JobStatus.FAILED), error=error.message)
-    if action.notice and job.parent_id is None:
-        session.add(Notice(tenant_id=job.tenant_id, job_id=job.id, text=action.notice))
+    why = error.message if tries == 1 else f"the request failed {tries} times in a row; the last time: {error.message}"
+    _finish(job, JobStatus(action.job_status or JobStatus.FAILED), error=why)
+    if action.notice:
+        _notify(session, job, action.notice)
     stage = prepared.chosen.stage if prepared else "does_not_fit"
     outcome = Outcome(job.id, "finished", job.step, job.status, stage=stage)
-    wake = [job.parent_id] if job.parent_id is not None else []  # a parent reads the failure as a result
-    return _Done(outcome, wake, error if action.report_to_sentry else None)
+    return _Done(outcome, _wake_parent(session, job), error if action.report_to_sentry else None)
 
 
 def _unsent_step_record(job: Job, step: int, error: DoesNotFit) -> Step:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from functools import cache
 from typing import Any
 
@@ -10,13 +11,18 @@ from celery.signals import worker_init, worker_process_init
 
 from models.settings import get_settings
 from worker.celery_app import app
+from worker.lease import reconcile
+from worker.outages import DatabaseUnavailable, is_outage
+from worker.routing import JITTER, backoff_delay
 from worker.runner import Services, run_step
 from worker.sentry import init_sentry
 from worker.services import make_services
 
+logger = logging.getLogger(__name__)
 
-def enqueue_with_celery(job_id: int, delay: float | None = None) -> None:
-    run_step_task.apply_async((job_id,), countdown=delay)
+
+def enqueue_with_celery(job_id: int, step: int | None = None, delay: float | None = None) -> None:
+    run_step_task.apply_async((job_id, step), countdown=delay)
 
 
 @cache
@@ -31,10 +37,34 @@ def _start_sentry(**_: Any) -> None:
     init_sentry(settings.sentry_dsn, environment=settings.sentry_environment)
 
 
-@app.task(bind=True, name="plimsoll.run_step")  # type: ignore[untyped-decorator]
-def run_step_task(self: Task, job_id: int) -> dict[str, Any]:
-    """One step of job ``job_id``. Its result (job, step, stage, tokens) is what Flower shows."""
-    outcome = run_step(job_id, _services(), attempt=self.request.retries + 1)
-    if outcome.action == "retry":
-        raise self.retry(countdown=outcome.retry_in, max_retries=None)
-    return outcome.summary()
+# max_retries=None: Celery itself never gives up on a step (its default of 3 would end the task and leave the job
+# running). The limits are Plimsoll's: per step in the database for provider faults, and per delivery below for
+# database outages.
+@app.task(bind=True, name="plimsoll.run_step", max_retries=None)  # type: ignore[untyped-decorator]
+def run_step_task(self: Task, job_id: int, step: int | None = None) -> dict[str, Any]:
+    """Step ``step`` of job ``job_id``. Its result (job, step, stage, tokens) is what Flower shows."""
+    try:
+        return run_step(job_id, _services(), step=step).summary()
+    except DatabaseUnavailable as outage:
+        tries = self.request.retries + 1
+        if tries > get_settings().max_transient_retries:
+            # One task failure, one Sentry event; the job keeps its deadline and the reconciler resumes it once
+            # the database is back.
+            raise
+        raise self.retry(exc=outage, countdown=backoff_delay(tries, None, JITTER)) from None
+
+
+@app.task(name="plimsoll.reconcile", ignore_result=True)  # type: ignore[untyped-decorator]
+def reconcile_task() -> int:
+    """Queue again every unfinished job whose deadline has passed (run by Celery beat)."""
+    services = _services()
+    try:
+        queued = reconcile(
+            services.database, lease_seconds=services.settings.lease_seconds, enqueue=enqueue_with_celery
+        )
+    except Exception as error:
+        if not is_outage(error):
+            raise
+        logger.warning("reconciler: the database is unavailable; trying again at the next beat")
+        return 0
+    return len(queued)

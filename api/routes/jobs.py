@@ -6,8 +6,7 @@ import logging
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, status
-from sqlalchemy import select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import select
 
 from api.deps import EnqueueDep, SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
@@ -25,11 +24,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
 UNFINISHED = (JobStatus.QUEUED, JobStatus.RUNNING)
 
 
-@router.post(
-    "",
-    status_code=status.HTTP_201_CREATED,
-    responses={503: {"model": ErrorBody, "description": "stored, but the step queue could not be reached"}},
-)
+@router.post("", status_code=status.HTTP_201_CREATED)
 def submit_job(job_in: JobIn, tenant: TenantDep, session: SessionDep, enqueue: EnqueueDep) -> JobView:
     """Create a job over the tenant's documents and queue its first step."""
     job = create_job(
@@ -42,30 +37,16 @@ def submit_job(job_in: JobIn, tenant: TenantDep, session: SessionDep, enqueue: E
         locale=job_in.locale,
         strategy=job_in.strategy,
         safety_net=job_in.safety_net,
+        max_steps=job_in.max_steps,
+        max_input_tokens=job_in.max_input_tokens,
     )
     # Commit first: a worker that picks the step up at once must find the job.
     session.commit()
     try:
         enqueue(job.id)
-    except Exception as error:
-        logger.exception("job %s: could not queue its first step", job.id)
-        _fail_unqueued(session, job, error)
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            f"job {job.id} was stored but its first step could not be queued ({error}); "
-            "it is marked failed: submit it again when the queue is back",
-        ) from None
+    except Exception as error:  # the job is stored with a deadline: the reconciler queues it when the broker is back
+        logger.warning("job %s: first step not queued (%s); the reconciler will", job.id, type(error).__name__)
     return job_view(session, job)
-
-
-def _fail_unqueued(session: Session, job: Job, error: Exception) -> None:
-    session.rollback()
-    session.execute(
-        update(Job)
-        .where(Job.id == job.id, Job.status == JobStatus.QUEUED, Job.step == 0)
-        .values(status=JobStatus.FAILED, error=f"the first step could not be queued: {error}", finished_at=now())
-    )
-    session.commit()
 
 
 @router.get("")

@@ -1,0 +1,98 @@
+"""Who runs which step until when, and the reconciler that takes back what nobody holds.
+
+Every unfinished job carries a deadline (``lease_until``). A delivery of a step claims the job by writing its
+own token as ``lease_owner`` and keeps the lease alive while it waits for the model (``Heartbeat``). Between
+steps, and while a parent waits for its subagents, the job has no owner and the deadline says by when the next
+delivery must have claimed it. Whatever dies in between (a worker, its child, the broker with the queued step, the
+machine after a commit and before the enqueue), the deadline passes and ``reconcile`` queues the step again.
+Deliveries name the step they are for, so a late or duplicate one finds the job past it and does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+
+from sqlalchemy import or_, update
+
+from models.db import Database
+from models.tables import Job, JobStatus, now
+
+logger = logging.getLogger(__name__)
+
+UNFINISHED = (JobStatus.QUEUED, JobStatus.RUNNING)
+
+
+def deadline(seconds: float) -> datetime:
+    return now() + timedelta(seconds=seconds)
+
+
+def held_by_another(job: Job, at: datetime) -> bool:
+    """Whether a live delivery other than the caller holds the job's current step."""
+    if job.lease_owner is None or job.lease_until is None:
+        return False
+    until = job.lease_until if job.lease_until.tzinfo else job.lease_until.replace(tzinfo=UTC)  # SQLite drops it
+    return until > at
+
+
+def release(job: Job, *, seconds: float) -> None:
+    """No delivery holds the job; the next one must claim it within ``seconds``."""
+    job.lease_owner, job.lease_until = None, deadline(seconds)
+
+
+def reconcile(database: Database, *, lease_seconds: float, enqueue: Callable[[int, int], None]) -> list[int]:
+    """Queue again the current step of every unfinished job whose deadline has passed; the jobs queued.
+
+    One atomic UPDATE picks the jobs and moves their deadline on, so reconcilers running side by side never
+    queue the same job twice in one round. A failed enqueue is logged and tried again at the next deadline.
+    """
+    moment = now()
+    with database.session() as session:
+        rows = session.execute(
+            update(Job)
+            .where(Job.status.in_(UNFINISHED), or_(Job.lease_until.is_(None), Job.lease_until < moment))
+            .values(lease_owner=None, lease_until=moment + timedelta(seconds=lease_seconds))
+            .returning(Job.id, Job.step)
+            .execution_options(synchronize_session=False)
+        ).all()
+    for job_id, step in rows:
+        try:
+            enqueue(job_id, step)
+        except Exception as error:  # the broker is down: the new deadline brings the job back
+            logger.warning("job %s: could not queue step %s again (%s)", job_id, step, type(error).__name__)
+    if rows:
+        logger.info("reconciler queued %d jobs again: %s", len(rows), [job_id for job_id, _ in rows])
+    return [job_id for job_id, _ in rows]
+
+
+class Heartbeat:
+    """Keeps a claimed job's lease alive from a background thread while the step waits for the model."""
+
+    def __init__(self, database: Database, job_id: int, owner: str, *, seconds: float) -> None:
+        self.database, self.job_id, self.owner, self.seconds = database, job_id, owner, seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True, name=f"plimsoll-lease-{job_id}")
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.seconds / 3):
+            try:
+                with self.database.session() as session:
+                    session.execute(
+                        update(Job)
+                        .where(Job.id == self.job_id, Job.lease_owner == self.owner)
+                        .values(lease_until=deadline(self.seconds))
+                        .execution_options(synchronize_session=False)
+                    )
+            except Exception as error:  # an outage: the lease may lapse; storing decides who wins
+                logger.warning("job %s: lease not renewed (%s)", self.job_id, type(error).__name__)

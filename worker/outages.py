@@ -1,0 +1,64 @@
+"""Database outages: told apart from bugs, and survived where a paid-for reply is at stake.
+
+A step meets the database three times (claim, store, hand-off). An outage at the claim costs nothing: the
+delivery is retried with backoff (worker/tasks.py) and the reconciler takes over if that runs out. An outage
+while storing a reply is different: the reply was paid for, so the step keeps it in memory and tries to store it
+again until the database is back or ``store_retry_seconds`` have passed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+
+from models.db import Database
+from worker.routing import JITTER, backoff_delay
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class DatabaseUnavailable(Exception):
+    """The database could not be reached. Carries only the driver error's class name: its text may hold the
+    statement's parameters, i.e. user text, which must not reach logs or Sentry."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(f"the database is unavailable ({type(error).__name__})")
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether ``error`` says the database could not be reached (rather than that a statement was wrong)."""
+    if isinstance(error, OperationalError | InterfaceError):
+        return True
+    return isinstance(error, DBAPIError) and bool(error.connection_invalidated)
+
+
+def in_transaction(database: Database, work: Callable[..., T]) -> T:
+    """``work(session)`` in one transaction; an outage becomes ``DatabaseUnavailable`` (without the cause)."""
+    try:
+        with database.session() as session:
+            return work(session)
+    except Exception as error:
+        if is_outage(error):
+            raise DatabaseUnavailable(error) from None
+        raise
+
+
+def surviving_outages(database: Database, work: Callable[..., T], *, seconds: float) -> T:
+    """``work(session)`` in one transaction, tried again with backoff through an outage of up to ``seconds``."""
+    deadline = time.monotonic() + seconds
+    attempt = 0
+    while True:
+        try:
+            return in_transaction(database, work)
+        except DatabaseUnavailable:
+            attempt += 1
+            delay = backoff_delay(attempt, None, JITTER)
+            if time.monotonic() + delay > deadline:
+                raise
+            logger.warning("storing a step waits %.1f s for the database (try %d)", delay, attempt)
+            time.sleep(delay)
