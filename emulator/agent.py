@@ -8,8 +8,9 @@ from the request it is sent.
   carries facts only a real read gives: length, a sha256 prefix and the first 30 characters.
 - A result under 500 characters containing the word "cleared" has been cleared. A document it still needs a
   note for whose result is cleared or gone is read again.
-- A document handed out in pages (see ``emulator.pages``) is read on page by page, as each page says; it is
-  noted once the request shows pages covering all of it.
+- A document handed out in pages (see ``emulator.pages``) is noted page by page as each page arrives (a PAGE
+  line in its own text, which is never cleared) and read on from the last page noted, so no noted page is read
+  twice; after the last page it writes the document's NOTE from its PAGE notes.
 - With every document noted it answers ``REPORT: <n> documents`` and the NOTE lines, in order.
 - Given a ``delegate`` tool and more than ``delegate_group`` documents, it hands out groups in parallel calls
   instead and, once every group has answered, reports their notes together.
@@ -19,14 +20,13 @@ from the request it is sent.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from emulator.conversation import Conversation, Message, message_text, tool_result_texts
-from emulator.pages import ReadResult, reading
+from emulator.pages import Progress, ReadResult, opening_of, reading
 
 LIST_DOCUMENTS = "list_documents"
 READ_DOCUMENT = "read_document"
@@ -64,16 +64,6 @@ class _Result:
     is_error: bool
 
 
-def note_line(name: str, text: str) -> str:
-    """The note the agent writes after reading ``text`` as document ``name``."""
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
-    return f'NOTE {name}: {len(text)} chars, sha256 {digest}, starts "{_opening(text)}"'
-
-
-def error_note_line(name: str, error_text: str) -> str:
-    return f'NOTE {name}: unreadable, error "{_opening(error_text)}"'
-
-
 def delegate_task(names: list[str]) -> str:
     listed = ", ".join(f"`{name}`" for name in names)
     return f"Read these documents and report a NOTE line for each: {listed}."
@@ -107,28 +97,27 @@ def decide(conversation: Conversation, *, input_tokens: int, anxious: bool, dele
 
 def _reading(names: list[str], seen: _Seen, stop_early: bool) -> AgentTurn:
     notes = dict(seen.notes)
-    new_notes = []
+    new_lines = []
     read_on: dict[str, int] = {}
     for name in names:
         if name in notes:
             continue
-        shown = reading(seen.reads_of(name))
-        if shown is None:
+        shown = reading(name, seen.progress.get(name), seen.reads_of(name))
+        if shown.note is not None:
+            notes[name] = shown.note
+            new_lines.append(shown.note)
             continue
-        if shown.text is None:
-            read_on[name] = shown.next_offset
-            continue
-        line = error_note_line(name, shown.text) if shown.is_error else note_line(name, shown.text)
-        notes[name] = line
-        new_notes.append(line)
+        if shown.moved_on and shown.progress is not None:
+            new_lines.append(shown.progress.line())
+        read_on[name] = shown.next_offset
     unread = [name for name in names if name not in notes]
     if not unread:
         return AgentTurn("\n".join([f"REPORT: {len(names)} documents", *(notes[name] for name in names)]))
     if stop_early:
-        return _stopping(len(names) - len(unread), len(names), new_notes)
+        return _stopping(len(names) - len(unread), len(names), new_lines)
     offset = read_on.get(unread[0], 0)
     arguments: dict[str, Any] = {"name": unread[0], "offset": offset} if offset else {"name": unread[0]}
-    return AgentTurn("\n".join(new_notes), [ToolCall(READ_DOCUMENT, arguments)])
+    return AgentTurn("\n".join(new_lines), [ToolCall(READ_DOCUMENT, arguments)])
 
 
 def _delegating(names: list[str], seen: _Seen, group_size: int, stop_early: bool) -> AgentTurn:
@@ -166,22 +155,29 @@ def _space_anxious(system: str, instruction: str, input_tokens: int) -> bool:
 
 @dataclass(frozen=True)
 class _Seen:
-    """What the request shows: the results still whole, and the notes already written."""
+    """What the request shows: the results still whole, the notes already written, and for each document read
+    in pages, the furthest PAGE note."""
 
     results: list[_Result]
     notes: dict[str, str]
+    progress: dict[str, Progress]
 
     @classmethod
     def of(cls, messages: list[Message]) -> _Seen:
         calls: dict[str, ToolCall] = {}
         results: list[_Result] = []
         notes: dict[str, str] = {}
+        progress: dict[str, Progress] = {}
         for message in messages:
             if message["role"] == "assistant":
                 for line in message_text(message).splitlines():
                     match = _NOTE_LINE.match(line)
                     if match:
                         notes.setdefault(match["name"], line)
+                    page_note = Progress.parse(line)
+                    known = progress.get(page_note.name) if page_note else None
+                    if page_note and (known is None or page_note.end > known.end):
+                        progress[page_note.name] = page_note
                 for block in message["content"]:
                     if block["type"] == "tool_use":
                         calls[block["id"]] = ToolCall(block["name"], block["input"])
@@ -192,7 +188,7 @@ class _Seen:
                 text = "".join(tool_result_texts(block))
                 if not _is_cleared(text):
                     results.append(_Result(calls[block["tool_use_id"]], text, bool(block.get("is_error"))))
-        return cls(results=results, notes=notes)
+        return cls(results=results, notes=notes, progress=progress)
 
     def reads_of(self, name: str) -> list[ReadResult]:
         """The visible results of reading document ``name``, oldest first."""
@@ -220,7 +216,7 @@ def _is_cleared(text: str) -> bool:
 
 def _listed_names(listing: _Result) -> list[str]:
     if listing.is_error:
-        raise ValueError(_opening(listing.text))
+        raise ValueError(opening_of(listing.text))
     try:
         entries = json.loads(listing.text)
     except json.JSONDecodeError as exc:
@@ -234,7 +230,3 @@ def _listed_names(listing: _Result) -> list[str]:
 
 def _unique(names: list[str]) -> list[str]:
     return list(dict.fromkeys(names))
-
-
-def _opening(text: str) -> str:
-    return " ".join(text.split())[:30]

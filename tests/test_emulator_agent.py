@@ -11,11 +11,13 @@ import anthropic
 import pytest
 
 from emulator import EmulatorServer
+from emulator.sha256 import RunningSha256
 from plimsoll.notices import AGENT_SAFETY_NET, CLEARED_RESULT_NOTE
 from tests.fixtures_emulator import DELEGATE_TOOL, DOCUMENT_TOOLS, play_documents
 from worker.errors import TooLong
 from worker.providers import AnthropicProvider, OpenAIProvider
 
+MIXED_TEXT = "Река и мельница. 河 磨坊 村子. The river mill, the village road. "
 WORDS = ["river", "stone", "lantern", "copper", "meadow", "harbor", "violet", "ember", "thistle", "quarry", "falcon"]
 
 
@@ -156,7 +158,7 @@ def test_documents_handed_out_in_pages_are_read_to_the_end(anthropic_provider: A
     assert job.final_text == expected_report(documents)
 
 
-def test_a_partly_cleared_paged_document_is_read_again_from_the_gap(anthropic_provider: AnthropicProvider) -> None:
+def test_a_noted_page_is_not_read_again_once_cleared(anthropic_provider: AnthropicProvider) -> None:
     documents = make_documents(1, words=400)
     job = play_documents(
         anthropic_provider,
@@ -166,8 +168,59 @@ def test_a_partly_cleared_paged_document_is_read_again_from_the_gap(anthropic_pr
         shape=clear_first_read_of("doc01.txt", once_read=3),
     )
     offsets = [call.get("offset", 0) for call in read_inputs(job.messages)]
-    assert offsets == [0, 1000, 2000, 0]
+    assert offsets == [0, 1000, 2000]
     assert job.final_text == expected_report(documents)
+
+
+def test_a_page_cleared_before_it_was_noted_is_read_again(anthropic_provider: AnthropicProvider) -> None:
+    documents = make_documents(1, words=400)
+    job = play_documents(
+        anthropic_provider, documents, naming(documents), page_chars=1000, shape=clear_first_read_of("doc01.txt")
+    )
+    offsets = [call.get("offset", 0) for call in read_inputs(job.messages)]
+    assert offsets == [0, 0, 1000, 2000]
+    assert job.final_text == expected_report(documents)
+
+
+def test_documents_bigger_than_what_stays_visible_are_read_once_page_by_page(
+    anthropic_provider: AnthropicProvider,
+) -> None:
+    documents = {**make_documents(2, words=900), "mixed.txt": MIXED_TEXT * 40}
+    page_chars = 700
+    # Only the newest result stays whole: no two pages of a document are ever visible together.
+    job = play_documents(
+        anthropic_provider, documents, naming(documents), page_chars=page_chars, shape=keep_last_results(1)
+    )
+    expected_reads = [
+        {"name": name, **({"offset": offset} if offset else {})}
+        for name, text in documents.items()
+        for offset in range(0, len(text), page_chars)
+    ]
+    assert len(expected_reads) > 3 * len(documents)
+    assert read_inputs(job.messages) == expected_reads  # every page once, in order
+    assert job.final_text == expected_report(documents)
+    assert job.replies[-1].stop_reason == "end_turn"
+    assert len(job.replies) == len(expected_reads) + 1
+
+
+@pytest.mark.parametrize("page_chars", [1, 2, 3, 5, 8, 13])
+def test_tiny_pages_give_the_same_note(anthropic_provider: AnthropicProvider, page_chars: int) -> None:
+    documents = {"tiny.txt": "  Two  words\n\n and\tthen Ünïcode 河 磨坊 and a long tail of words after them."}
+    job = play_documents(
+        anthropic_provider, documents, naming(documents), page_chars=page_chars, shape=keep_last_results(1)
+    )
+    assert job.final_text == expected_report(documents)
+
+
+def test_the_running_sha256_is_sha256_wherever_it_stops() -> None:
+    rng = random.Random(7)
+    for length in (0, 1, 55, 56, 63, 64, 65, 127, 128, 129, 1000):
+        data = rng.randbytes(length)
+        cut = rng.randrange(length + 1)
+        resumed = RunningSha256.load(RunningSha256().update(data[:cut]).dump()).update(data[cut:])
+        assert resumed.hexdigest() == hashlib.sha256(data).hexdigest()
+    with pytest.raises(ValueError):
+        RunningSha256.load("0" * 64 + ".3.ab")  # 3 bytes read, but 1 left unfinished
 
 
 def test_without_named_documents_it_lists_them_first(anthropic_provider: AnthropicProvider) -> None:

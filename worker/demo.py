@@ -39,7 +39,8 @@ _NOTE = re.compile(r"^NOTE (?P<name>\S+): \d+ chars, sha256 (?P<sha>[0-9a-f]{12}
 
 def notes_matching(answer: str, texts: Mapping[str, str]) -> set[str]:
     """The documents whose note in ``answer`` (the emulator agent's report) carries the sha256 prefix of their
-    text: proof that the agent really read them, not a guess."""
+    text: proof that the agent really read them, not a guess. A document read in pages gets the same note (the
+    agent carries SHA-256's state from page to page), so this holds however the document was paged."""
     notes = {m["name"]: m["sha"] for m in _NOTE.finditer(answer)}
     return {n for n, text in texts.items() if notes.get(n) == hashlib.sha256(text.encode()).hexdigest()[:12]}
 
