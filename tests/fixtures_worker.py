@@ -32,7 +32,6 @@ def worker_environment(database_url: str, emulator: EmulatorServer) -> Iterator[
         "PLIMSOLL_ANTHROPIC_API_KEY": TEST_API_KEY,
         "PLIMSOLL_OPENAI_BASE_URL": emulator.openai_base_url,
         "PLIMSOLL_OPENAI_API_KEY": TEST_API_KEY,
-        "PLIMSOLL_MAX_TRANSIENT_RETRIES": "4",
     }
     with environment(values):
         yield values

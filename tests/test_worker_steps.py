@@ -65,11 +65,11 @@ def in_thread(work: Any) -> tuple[threading.Thread, list[Outcome]]:
     return thread, outcomes
 
 
-def run_to_end(job_id: int, steps: Services) -> list[Outcome]:
+def run_to_end(job_id: int, steps: Services, *, until: tuple[str, ...] = ("finished", "skipped")) -> list[Outcome]:
     outcomes = []
     for _ in range(50):
         outcomes.append(run_step(job_id, steps))
-        if outcomes[-1].action in ("finished", "skipped"):
+        if outcomes[-1].action in until:
             return outcomes
     raise AssertionError("the job did not finish")
 

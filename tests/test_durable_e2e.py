@@ -1,0 +1,86 @@
+"""Every job ends, on the real stack with the default settings: PostgreSQL, a Celery worker on Redis, the
+Anthropic SDK and the emulator. Provider faults are retried up to the configured limit however they are
+delivered; past it the job fails with one alert; a step whose message was lost is queued again by the reconciler
+(the task Celery beat sends); a main job whose subagents did not finish says so."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from emulator import EmulatorServer
+from models.db import Database
+from models.settings import Settings
+from models.tables import Job, JobKind, JobStatus, Notice, now
+from tests.test_worker_e2e import events_after_the_commit, submit, wait_for
+from worker.chapters import chapters
+
+pytestmark = pytest.mark.usefixtures("celery_worker")
+
+
+def test_the_settings_under_test_are_the_defaults(worker_environment: dict[str, str]) -> None:
+    assert not [name for name in worker_environment if name.startswith("PLIMSOLL_MAX_")]
+    assert Settings().max_transient_retries == 6
+
+
+def test_four_transient_faults_in_a_row_are_retried_with_the_default_limit(
+    database: Database, emulator_reset: EmulatorServer
+) -> None:
+    emulator_reset.configure(faults={"script": ["429", "529", "500", "429"], "retry_after_seconds": 0})
+    job_id = submit(database, {"a.txt": "Some text."}, kind=JobKind.SUBAGENT, budget=20_000)
+    job = wait_for(database, job_id, timeout=120)
+
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    assert (job.retries, job.attempts) == (4, 0)
+
+
+def test_transient_faults_past_the_default_limit_fail_the_job_with_one_alert(
+    database: Database, emulator_reset: EmulatorServer, sentry_events: list[dict[str, Any]]
+) -> None:
+    emulator_reset.configure(faults={"script": ["529"] * 7, "retry_after_seconds": 0})
+    job_id = submit(database, {"a.txt": "Some text."}, kind=JobKind.SUBAGENT, budget=20_000)
+    job = wait_for(database, job_id, timeout=240)  # six backoffs of at most 1, 2, 4, 8, 16 and 32 seconds
+
+    assert job.status == JobStatus.FAILED
+    assert job.error is not None and job.error.startswith("the request failed 7 times in a row; the last time:")
+    assert emulator_reset.stats()["requests"] == 7
+    assert events_after_the_commit(sentry_events) == 1
+
+
+def test_a_step_whose_message_was_lost_is_queued_again_by_the_reconciler(
+    database: Database, emulator_reset: EmulatorServer
+) -> None:
+    from worker.tasks import reconcile_task
+
+    texts = {c.name: c.text for c in chapters(3, chars=2_000, languages=("en",))}
+    job_id = submit(database, texts, kind=JobKind.SUBAGENT, budget=20_000, enqueue=False)  # as if Redis lost it
+    with database.session() as session:
+        job = session.get_one(Job, job_id)
+        assert job.lease_until is not None
+        job.lease_until = now() - timedelta(seconds=1)  # its deadline passed with nobody having claimed it
+    reconcile_task.delay()  # what Celery beat sends every few seconds
+    job = wait_for(database, job_id, timeout=60)
+    assert job.status == JobStatus.SUCCEEDED, job.error
+
+
+def test_a_main_job_whose_subagents_needed_a_new_chat_ends_incomplete_with_a_notice(
+    database: Database, emulator_reset: EmulatorServer
+) -> None:
+    # The model takes far less than the job's budget: the subagents' reads of long chapters are rejected as too
+    # long, while the main job, which only delegates, stays small.
+    emulator_reset.configure(limit=20_000)  # 16,000 of it is kept for the reply
+    texts = {c.name: c.text for c in chapters(12, chars=9_000, languages=("en",))}
+    job_id = submit(database, texts, budget=30_000)
+    job = wait_for(database, job_id, timeout=120)
+
+    assert job.status == JobStatus.INCOMPLETE, job.error
+    assert job.final_answer
+    with database.session() as session:
+        children = list(session.scalars(select(Job).where(Job.parent_id == job_id)))
+        notices = list(session.scalars(select(Notice.text).where(Notice.job_id == job_id)))
+    assert {c.status for c in children} == {JobStatus.NEEDS_NEW_CHAT}
+    assert len(notices) == 1
+    assert all(f"subagent {c.id} (its conversation grew too long for the model)" in notices[0] for c in children)
