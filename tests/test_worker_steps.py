@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
+
+import pytest
+from sqlalchemy.engine import make_url
 
 from emulator import EmulatorServer
 from models.db import Database
@@ -16,6 +20,7 @@ from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus, now
 from models.tenants import create_tenant
 from tests.fixtures_emulator import TEST_API_KEY
+from tests.tcp_proxy import CuttableProxy
 from worker.lease import reconcile
 from worker.providers import AnthropicProvider
 from worker.providers.base import Provider, Reply
@@ -195,3 +200,29 @@ def test_an_answer_cut_off_at_the_output_limit_is_asked_to_go_on_a_bounded_numbe
     assert set(stops[:-4]) == {"tool_use"}
     assert outcomes[-1].action == "finished" and job.status == JobStatus.SUCCEEDED
     assert job.final_answer is not None and job.final_answer.startswith("REPORT")
+
+
+def test_a_reply_paid_for_is_stored_after_the_database_comes_back(
+    database_url: str, emulator_reset: EmulatorServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The database goes away while the model answers (every connection cut, new ones refused, for 4 s): the
+    step keeps the reply and stores it once the database is back; the model is called once."""
+    url = make_url(database_url)
+    with CuttableProxy((url.host or "127.0.0.1", url.port or 5432)) as proxy:
+        through_proxy = Database(url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False))
+        provider = Held(AnthropicProvider(api_key=TEST_API_KEY, base_url=emulator_reset.base_url))
+        job_id = new_job(through_proxy, {"a.txt": "Alpha.", "b.txt": "Beta."})
+        step, outcomes = in_thread(lambda: run_step(job_id, services(through_proxy, provider, [])))
+        assert provider.sending.wait(30)
+        proxy.cut()
+        provider.gate.set()
+        time.sleep(4)
+        proxy.restore()
+        step.join(timeout=120)
+        through_proxy.dispose()
+    assert [o.action for o in outcomes] == ["continued"]
+    assert provider.calls == 1
+    assert any("storing a step waits" in r.getMessage() for r in caplog.records)  # the outage did hit the store
+    with Database(database_url).session() as session:
+        assert [m.seq for m in all_messages(session, job_id)] == [0, 1, 2]
+        assert [s.step for s in steps_of(session, job_id)] == [1]
