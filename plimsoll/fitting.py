@@ -34,7 +34,7 @@ Stage = Literal["as_is", "cleared_results", "user_turns", "tool_rounds"]
 BATCH = 4  # results are cleared four at a time, so the request prefix changes only once every few calls
 ADAPTIVE_SHARE = 8  # an adaptive batch also frees at least budget // ADAPTIVE_SHARE tokens
 Batching = Literal["four", "adaptive", "one"]  # "one": a result at a time, the cache-breaking way, for comparison
-KEEP_SHARE = 4  # the newest results within budget // KEEP_SHARE stay whole (always at least one)
+KEEP_SHARE = 4  # the newest results within budget // KEEP_SHARE stay whole (always the whole newest round)
 ELIGIBLE_FACTOR = 2  # a result under twice the note's size is left alone: clearing it would save next to nothing
 
 
@@ -94,13 +94,17 @@ def _note_message() -> dict[str, Any]:
     return {"role": "assistant", "content": [{"type": "text", "text": TRUNCATION_NOTE}]}
 
 
-def _protected_from(results: Sequence[tuple[int, int, str]], budget: int) -> int:
-    """Index into ``results`` of the oldest result that stays whole because it is among the newest."""
+def _protected_from(results: Sequence[tuple[int, int, str]], allowance: int) -> int:
+    """Index into ``results`` of the oldest result that stays whole: every result of the newest round (the model
+    has not seen them yet; parallel calls make several), then older ones while they fit in ``allowance``."""
     if not results:
         return 0
-    allowance = budget // KEEP_SHARE
     start = len(results) - 1
+    newest_round = results[start][0]
     used = results[start][1]
+    while start > 0 and results[start - 1][0] == newest_round:
+        start -= 1
+        used += results[start][1]
     while start > 0 and used + results[start - 1][1] <= allowance:
         start -= 1
         used += results[start][1]
@@ -141,7 +145,27 @@ def _round_cuts(length: int) -> list[int]:
 def plan_history(
     history: History, budget: int, *, profile: Profile, overhead: int = 0, batching: Batching = "four"
 ) -> Plan:
-    """Decide what to send. Raises :class:`DoesNotFit` when nothing we may send fits in ``budget``."""
+    """Decide what to send. Raises :class:`DoesNotFit` when nothing we may send fits in ``budget``.
+
+    The newest results within a quarter of the budget stay whole when the request can fit that way; when it
+    cannot, only the newest round does. So a request fits exactly when the smallest one (the first message, the
+    note, the newest round, everything else left out or cleared) does, and ``DoesNotFit.needed`` is its size:
+    fitting again at that budget succeeds.
+    """
+    chosen = _attempt(history, budget, budget // KEEP_SHARE, profile, overhead, batching)
+    if isinstance(chosen, Plan):
+        return chosen
+    smallest = _attempt(history, budget, 0, profile, overhead, batching)
+    if isinstance(smallest, Plan):
+        return smallest
+    raise DoesNotFit(smallest, budget)
+
+
+def _attempt(
+    history: History, budget: int, allowance: int, profile: Profile, overhead: int, batching: Batching
+) -> Plan | int:
+    """The plan that fits ``budget`` keeping whole the newest results within ``allowance`` (and always the
+    newest round); when none fits, the size of the smallest request under that rule."""
     tokens = history.tokens
     total = overhead + sum(tokens)
     if total <= budget:
@@ -149,7 +173,7 @@ def plan_history(
     note = note_costs(profile)
     results = history.results
     smallest = ELIGIBLE_FACTOR * note.cleared_result
-    eligible = [r for r in results[: _protected_from(results, budget)] if r[1] >= smallest]
+    eligible = [r for r in results[: _protected_from(results, allowance)] if r[1] >= smallest]
     savings = [size - note.cleared_result for _, size, _ in eligible]
     saved = list(accumulate(savings, initial=0))
 
@@ -164,7 +188,7 @@ def plan_history(
         net[index] -= saving
     tail = [*reversed(list(accumulate(reversed(net)))), 0]  # tail[c]: tokens of messages[c:], cleared
     head = overhead + tokens[0]
-    needed = total
+    needed = total - saved[-1]
     for stage, placement, extra, cuts in (
         ("user_turns", "message", note.note_message, [c for c in history.turn_starts if c > 1]),
         ("tool_rounds", "appended", note.note_block, _round_cuts(len(tokens))),
@@ -175,7 +199,7 @@ def plan_history(
             if size <= budget:
                 kept = eligible[bisect_left(eligible, (cut,)) :]
                 return _plan(stage, size, cut, kept, placement)  # type: ignore[arg-type]
-    raise DoesNotFit(needed, budget)
+    return needed
 
 
 def _plan(

@@ -161,16 +161,28 @@ def test_results_are_cleared_oldest_first_in_batches_of_four(case: tuple[list[di
     }
     assert all(sizes[i] < 2 * note for i in skipped)
     # A batch is four results; only the last one may be short, when it takes every result left to clear.
-    eligible_left = [i for i in order[max(positions) + 1 :] if sizes[i] >= 2 * note and i != order[-1]]
-    assert len(result.cleared) % 4 == 0 or not eligible_left or _protected(eligible_left, sizes, budget, order)
+    newest_round = newest_round_ids(messages)
+    eligible_left = [i for i in order[max(positions) + 1 :] if sizes[i] >= 2 * note and i not in newest_round]
+    assert len(result.cleared) % 4 == 0 or not eligible_left or _protected(eligible_left, sizes, budget, messages)
 
 
-def _protected(left: list[str], sizes: dict[str, int], budget: int, order: list[str]) -> bool:
-    """True when every eligible result left uncleared is among the newest ones kept whole (a quarter of budget)."""
-    newest: list[str] = []
-    used = 0
-    for tool_id in reversed(order):
-        if newest and used + sizes[tool_id] > budget // 4:
+def newest_round_ids(messages: list[dict[str, Any]]) -> list[str]:
+    """The tool_use_ids answered by the last message that carries tool results."""
+    for message in reversed(messages):
+        ids = [b["tool_use_id"] for b in tool_results([message])]
+        if ids:
+            return ids
+    return []
+
+
+def _protected(left: list[str], sizes: dict[str, int], budget: int, messages: list[dict[str, Any]]) -> bool:
+    """True when every eligible result left uncleared is kept whole: the newest round, then the newest older
+    results within a quarter of the budget."""
+    newest = newest_round_ids(messages)
+    used = sum(sizes[i] for i in newest)
+    order = [b["tool_use_id"] for b in tool_results(messages)]
+    for tool_id in reversed(order[: len(order) - len(newest)]):
+        if used + sizes[tool_id] > budget // 4:
             break
         newest.append(tool_id)
         used += sizes[tool_id]
