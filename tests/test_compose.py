@@ -894,6 +894,7 @@ def test_the_worker_command(compose: dict[str, Any]) -> None:
     }
     assert option(args, "--queues", "-Q") == constants["STEP_QUEUE"], "the worker must consume the step queue"
     assert "--task-events" in args or "-E" in args, "Flower shows steps only when the worker sends task events"
+    assert "--beat" in args or "-B" in args, "the reconciler runs on Celery beat: without it a lost step stays lost"
     concurrency = option(args, "--concurrency", "-c")
     assert concurrency is not None and int(concurrency) >= 1
     assert not compose["services"]["worker"].get("ports")
