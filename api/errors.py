@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -23,8 +24,16 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+class ErrorResponse(JSONResponse):
+    """JSON in ASCII: a malformed request's errors quote its input, which may hold a lone surrogate (JSON's
+    ``"\\ud800"``) that UTF-8 cannot encode; escaped, it goes back as it came."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 def error(status_code: int, detail: str, errors: list[dict[str, Any]] | None = None) -> JSONResponse:
-    return JSONResponse(ErrorBody(detail=detail, errors=errors).model_dump(exclude_none=True), status_code)
+    return ErrorResponse(ErrorBody(detail=detail, errors=errors).model_dump(exclude_none=True), status_code)
 
 
 async def invalid_input(_request: Request, exc: Exception) -> JSONResponse:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 T = TypeVar("T")
+
+MAX_ID = 2**63 - 1  # PostgreSQL's bigint, the type of every id
+MAX_INT = 2**31 - 1  # PostgreSQL's integer
+Id = Annotated[int, Field(ge=1, le=MAX_ID)]
+"""An id in a path, a query or a body: out of range is a 422 naming the field, never a database error."""
 
 
 class Schema(BaseModel):
@@ -16,6 +21,22 @@ class Schema(BaseModel):
 
 class Input(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not silently ignored
+
+    @field_validator("*")
+    @classmethod
+    def storable(cls, value: Any) -> Any:
+        """Text PostgreSQL can store: no NUL character, no lone surrogate (JSON's "\\ud800" decodes to one)."""
+        texts = value if isinstance(value, list) else [value]
+        for text in texts:
+            if isinstance(text, str):
+                if (nul := text.find("\x00")) >= 0:
+                    raise ValueError(f"contains a NUL character (U+0000) at offset {nul:,}")
+                if not text.isascii():
+                    try:
+                        text.encode("utf-8")
+                    except UnicodeEncodeError as error:
+                        raise ValueError(f"contains a lone surrogate at offset {error.start:,}") from None
+        return value
 
 
 class Page(BaseModel, Generic[T]):
@@ -57,10 +78,12 @@ class DocumentsCreated(BaseModel):
 
 class JobIn(Input):
     instruction: str = Field(description="what the agent should do")
-    document_ids: list[int] = Field(default_factory=list, description="the documents the job may read")
+    document_ids: list[Id] = Field(default_factory=list, description="the documents the job may read")
     model: str | None = Field(default=None, description="a model of the catalogue; default from the settings")
     budget: int | None = Field(
-        default=None, description="input tokens per request; default: the model's, at most its limit less its reply"
+        default=None,
+        le=MAX_INT,
+        description="input tokens per request; default: the model's, at most its limit less its reply",
     )
     locale: str | None = Field(
         default=None, max_length=16, pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$", examples=["en", "cs-CZ"]

@@ -17,7 +17,10 @@ from models.settings import get_settings
 UTF8_BOM = b"\xef\xbb\xbf"
 FILE_FIELDS = ("files", "file")
 MAX_FILES_PER_UPLOAD = 500
-MIN_BODY_LIMIT = 64 * 1024 * 1024
+# UTF-8 takes at most 4 bytes a character; a JSON encoder that escapes non-ASCII text (Python's json and requests
+# do by default) takes 6 for each \uXXXX. The framing is JSON's keys, multipart boundaries and part headers.
+MAX_BYTES_PER_CHAR = 6
+FRAMING_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -33,12 +36,14 @@ class NamedText:
 
 
 def body_limit() -> int:
-    """The largest request body taken: room for one document of the largest size in any UTF-8 (4 bytes a
-    character), and for many ordinary ones."""
-    return max(MIN_BODY_LIMIT, 4 * get_settings().max_document_chars + 64 * 1024)
+    """The largest request body taken: one document of the largest size, however its text is encoded, with its
+    framing. Files that together need more go in several requests."""
+    return MAX_BYTES_PER_CHAR * get_settings().max_document_chars + FRAMING_BYTES
 
 
 async def read_body(request: Request, limit: int) -> bytes:
+    """The body, refused with a 413 as soon as it is known to be over ``limit``: from its declared length before
+    anything is read, or while it streams in (a chunked body declares none)."""
     too_large = HTTPException(
         status.HTTP_413_CONTENT_TOO_LARGE,
         f"the request body is larger than {limit:,} bytes; upload the files in several requests",

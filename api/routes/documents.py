@@ -13,7 +13,7 @@ from api.deps import SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
 from api.queries import document_of, documents_query, page_of
 from api.routes.pagination import WindowDep, page
-from api.schemas import DocumentIn, DocumentsCreated, DocumentView, ErrorBody, Page
+from api.schemas import DocumentIn, DocumentsCreated, DocumentView, ErrorBody, Id, Page
 from api.uploads import NamedText, body_limit, parse_multipart, read_body, texts_of
 from models.documents import add_document
 from models.errors import InvalidInput
@@ -91,5 +91,5 @@ def list_documents(tenant: TenantDep, session: SessionDep, window: WindowDep) ->
 
 
 @router.get("/{document_id}")
-def get_document(document_id: int, tenant: TenantDep, session: SessionDep) -> DocumentView:
+def get_document(document_id: Id, tenant: TenantDep, session: SessionDep) -> DocumentView:
     return DocumentView.model_validate(document_of(session, tenant_id=tenant.id, document_id=document_id))

@@ -12,7 +12,7 @@ from api.deps import EnqueueDep, SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
 from api.queries import jobs_query, locked_job_of, messages_query, page_of, steps_query
 from api.routes.pagination import WindowDep, page
-from api.schemas import ErrorBody, JobIn, JobSummary, JobView, MessageView, Page, StepView
+from api.schemas import ErrorBody, Id, JobIn, JobSummary, JobView, MessageView, Page, StepView
 from api.views import job_summary, job_view
 from models.jobs import create_job, job_of
 from models.tables import Job, JobKind, JobStatus, now
@@ -62,13 +62,13 @@ def list_jobs(
 
 
 @router.get("/{job_id}")
-def get_job(job_id: int, tenant: TenantDep, session: SessionDep) -> JobView:
+def get_job(job_id: Id, tenant: TenantDep, session: SessionDep) -> JobView:
     """Status, progress, token usage, the last request, and the answer once there is one."""
     return job_view(session, job_of(session, tenant_id=tenant.id, job_id=job_id))
 
 
 @router.get("/{job_id}/messages")
-def list_messages(job_id: int, tenant: TenantDep, session: SessionDep, window: WindowDep) -> Page[MessageView]:
+def list_messages(job_id: Id, tenant: TenantDep, session: SessionDep, window: WindowDep) -> Page[MessageView]:
     """The job's whole stored conversation in order, including everything a request left out or cleared."""
     job = job_of(session, tenant_id=tenant.id, job_id=job_id)
     rows, total = page_of(session, messages_query(job_id=job.id), offset=window.offset, limit=window.limit)
@@ -76,7 +76,7 @@ def list_messages(job_id: int, tenant: TenantDep, session: SessionDep, window: W
 
 
 @router.get("/{job_id}/steps")
-def list_steps(job_id: int, tenant: TenantDep, session: SessionDep, window: WindowDep) -> Page[StepView]:
+def list_steps(job_id: Id, tenant: TenantDep, session: SessionDep, window: WindowDep) -> Page[StepView]:
     """What each step sent: the fitting stage, tokens estimated and reported, results cleared, messages dropped."""
     job = job_of(session, tenant_id=tenant.id, job_id=job_id)
     rows, total = page_of(session, steps_query(job_id=job.id), offset=window.offset, limit=window.limit)
@@ -87,7 +87,7 @@ def list_steps(job_id: int, tenant: TenantDep, session: SessionDep, window: Wind
     "/{job_id}/cancel",
     responses={409: {"model": ErrorBody, "description": "the job has finished already"}},
 )
-def cancel_job(job_id: int, tenant: TenantDep, session: SessionDep) -> JobView:
+def cancel_job(job_id: Id, tenant: TenantDep, session: SessionDep) -> JobView:
     """Cancel a queued or running job and its unfinished subagents. The step in flight, if any, completes, and
     no further step runs."""
     # Locked, so that a step finishing at this moment is not overwritten as cancelled, nor the reverse.

@@ -10,7 +10,7 @@ from api.deps import SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
 from api.queries import notice_of, notices_query, page_of
 from api.routes.pagination import WindowDep, page
-from api.schemas import NoticeView, Page
+from api.schemas import Id, NoticeView, Page
 from models.tables import now
 
 router = APIRouter(prefix="/v1/notices", tags=["notices"], responses=ERROR_RESPONSES)
@@ -22,7 +22,7 @@ def list_notices(
     session: SessionDep,
     window: WindowDep,
     unread: Annotated[bool, Query(description="only notices not yet marked read")] = False,
-    job_id: Annotated[int | None, Query(description="only the notices of this job")] = None,
+    job_id: Annotated[Id | None, Query(description="only the notices of this job")] = None,
 ) -> Page[NoticeView]:
     """The tenant's notices, newest first."""
     query = notices_query(tenant_id=tenant.id, unread_only=unread, job_id=job_id)
@@ -31,7 +31,7 @@ def list_notices(
 
 
 @router.post("/{notice_id}/read")
-def mark_notice_read(notice_id: int, tenant: TenantDep, session: SessionDep) -> NoticeView:
+def mark_notice_read(notice_id: Id, tenant: TenantDep, session: SessionDep) -> NoticeView:
     """Mark a notice read. Marking it again keeps the time it was first read."""
     notice = notice_of(session, tenant_id=tenant.id, notice_id=notice_id)
     if notice.read_at is None:

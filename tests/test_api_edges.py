@@ -1,0 +1,198 @@
+"""The API at its edges: integers out of range, text PostgreSQL cannot store, and bodies over the upload limit
+are all refused with a 4xx that says why, never a 500. The body limit is checked on a real server, over a socket."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from api.schemas import MAX_ID
+from api.uploads import FRAMING_BYTES, MAX_BYTES_PER_CHAR, body_limit
+from bench.stack import api_server
+from models.db import Database
+from tests.test_api import Api, new_tenant, serve_api
+
+HUGE = 99999999999999999999  # more than any bigint
+
+
+@pytest.fixture
+def api(database: Database) -> Iterator[Api]:
+    with serve_api(database) as api:
+        yield api
+
+
+OUT_OF_RANGE: list[tuple[str, str, dict[str, Any] | None, str]] = [
+    ("GET", f"/v1/jobs/{HUGE}", None, "job_id (path)"),
+    ("GET", f"/v1/jobs/{HUGE}/messages", None, "job_id (path)"),
+    ("GET", f"/v1/jobs/{HUGE}/steps", None, "job_id (path)"),
+    ("POST", f"/v1/jobs/{HUGE}/cancel", None, "job_id (path)"),
+    ("GET", "/v1/jobs/0", None, "job_id (path)"),
+    ("GET", "/v1/jobs/-1", None, "job_id (path)"),
+    ("GET", f"/v1/documents/{HUGE}", None, "document_id (path)"),
+    ("POST", f"/v1/notices/{HUGE}/read", None, "notice_id (path)"),
+    ("GET", f"/v1/jobs?offset={HUGE}", None, "offset (query)"),
+    ("GET", f"/v1/jobs/1/messages?offset={MAX_ID + 1}", None, "offset (query)"),
+    ("GET", f"/v1/documents?offset={HUGE}", None, "offset (query)"),
+    ("GET", "/v1/documents?offset=-1", None, "offset (query)"),
+    ("GET", f"/v1/notices?offset={HUGE}", None, "offset (query)"),
+    ("GET", f"/v1/notices?limit={HUGE}", None, "limit (query)"),
+    ("GET", f"/v1/notices?job_id={HUGE}", None, "job_id (query)"),
+    ("POST", "/v1/jobs", {"instruction": "Read.", "document_ids": [HUGE]}, "document_ids.0"),
+    ("POST", "/v1/jobs", {"instruction": "Read.", "document_ids": [0]}, "document_ids.0"),
+    ("POST", "/v1/jobs", {"instruction": "Read.", "budget": HUGE}, "budget"),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"), OUT_OF_RANGE, ids=[f"{m} {p} {b or ''}" for m, p, b, _ in OUT_OF_RANGE]
+)
+def test_an_integer_out_of_range_is_a_422_naming_the_field(
+    api: Api, method: str, path: str, body: dict[str, Any] | None, field: str
+) -> None:
+    caller = api.tenant()
+    response = caller.client.request(method, path, json=body, headers=caller.headers)
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"].startswith(f"{field}: Input should be")
+
+
+def test_the_largest_id_is_in_range_and_simply_not_found(api: Api) -> None:
+    caller = api.tenant()
+    for path in (f"/v1/jobs/{MAX_ID}", f"/v1/documents/{MAX_ID}", f"/v1/jobs?offset={MAX_ID}"):
+        response = caller.get(path)
+        assert response.status_code in (200, 404), response.text
+    assert caller.post("/v1/jobs", json={"instruction": "Read.", "document_ids": [MAX_ID]}).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("raw_body", "message"),
+    [
+        (
+            '{"instruction": "Read\\u0000 it."}',
+            "instruction: Value error, contains a NUL character (U+0000) at offset 4",
+        ),
+        ('{"instruction": "Read \\ud800 it."}', "instruction: Value error, contains a lone surrogate at offset 5"),
+        ('{"instruction": "Read.", "model": "m\\u0000"}', "model: Value error, contains a NUL character"),
+    ],
+    ids=["nul", "lone-surrogate", "nul-in-model"],
+)
+def test_text_the_database_cannot_store_is_a_422(api: Api, raw_body: str, message: str) -> None:
+    caller = api.tenant()
+    response = caller.post("/v1/jobs", content=raw_body, headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"].startswith(message)
+
+
+def test_documents_the_database_cannot_store_are_a_422(api: Api) -> None:
+    caller = api.tenant()
+    json_type = {"content-type": "application/json"}
+    refusals = [
+        (b'{"name": "a.txt", "content": "x\\u0000y"}', json_type, "content: Value error, contains a NUL character"),
+        (b'{"name": "a.txt", "content": "x\\ud800y"}', json_type, "expected JSON"),
+        (b'{"name": "a\\u0000.txt", "content": "x"}', json_type, "name: Value error, contains a NUL character"),
+    ]
+    boundary = "edge"
+    multipart = f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="a.txt"\r\n\r\nx\x00y'
+    multipart_type = {"content-type": f"multipart/form-data; boundary={boundary}"}
+    refusals.append(((multipart + f"\r\n--{boundary}--\r\n").encode(), multipart_type, "contains NUL characters"))
+    for body, headers, refusal in refusals:
+        refused = caller.post("/v1/documents", content=body, headers=headers)
+        assert refused.status_code == 422, refused.text
+        assert refusal in refused.json()["detail"]
+
+
+# The upload limit
+
+
+@pytest.fixture
+def small_documents(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    from models.settings import get_settings
+
+    monkeypatch.setenv("PLIMSOLL_MAX_DOCUMENT_CHARS", "1000")
+    get_settings.cache_clear()
+    yield get_settings().max_document_chars
+    get_settings.cache_clear()
+
+
+def test_the_body_limit_follows_the_document_limit(small_documents: int) -> None:
+    assert body_limit() == MAX_BYTES_PER_CHAR * small_documents + FRAMING_BYTES
+
+
+def test_a_body_at_the_limit_is_read_and_one_byte_more_is_413(api: Api, small_documents: int) -> None:
+    caller = api.tenant()
+    content = "ж" * small_documents  # the longest document, in a script JSON encoders escape by default
+    document = json.dumps({"name": "a.txt", "content": content}).encode()  # ensure_ascii: 6 bytes a character
+    padded = document + b" " * (body_limit() - len(document))
+    json_type = {"content-type": "application/json"}
+
+    assert caller.post("/v1/documents", content=padded, headers=json_type).status_code == 201
+    over = caller.post("/v1/documents", content=padded + b" ", headers=json_type)
+    assert over.status_code == 413
+    assert f"larger than {body_limit():,} bytes" in over.json()["detail"]
+
+
+@pytest.fixture
+def served(database_url: str, database: Database, small_documents: int) -> Iterator[tuple[str, int, str]]:
+    _, key = new_tenant(database)
+    with api_server(database_url) as url:
+        host, port = url.removeprefix("http://").split(":")
+        yield host, int(port), key
+
+
+def raw_request(host: str, port: int, head: str, chunks: Iterator[bytes]) -> tuple[bytes, int]:
+    """Send ``head`` and then ``chunks`` until the server answers or closes; the answer and the bytes sent."""
+    sent = 0
+    with socket.create_connection((host, port), timeout=10) as connection:
+        connection.sendall(head.encode())
+        connection.setblocking(False)
+        answer = b""
+        for chunk in chunks:
+            with contextlib.suppress(BlockingIOError):
+                answer += connection.recv(65536)
+            if answer:
+                break
+            try:
+                connection.sendall(chunk)
+            except BlockingIOError:
+                time.sleep(0.01)
+            except OSError:  # the server has closed the connection: it will not read the rest
+                break
+            sent += len(chunk)
+        connection.setblocking(True)
+        connection.settimeout(10)
+        while b"\r\n\r\n" not in answer:
+            more = connection.recv(65536)
+            if not more:
+                break
+            answer += more
+    return answer, sent
+
+
+def test_a_declared_length_over_the_limit_is_refused_before_any_byte_is_read(served: tuple[str, int, str]) -> None:
+    host, port, key = served
+    head = (
+        f"POST /v1/documents HTTP/1.1\r\nHost: {host}\r\nX-API-Key: {key}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {100 * body_limit()}\r\n\r\n"
+    )
+    answer, sent = raw_request(host, port, head, iter([]))  # no body at all: reading it would hang
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert sent == 0
+
+
+def test_a_chunked_body_is_cut_off_at_the_limit(served: tuple[str, int, str]) -> None:
+    host, port, key = served
+    head = (
+        f"POST /v1/documents HTTP/1.1\r\nHost: {host}\r\nX-API-Key: {key}\r\n"
+        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    piece = b"x" * 16384
+    chunk = f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+    total = 64 * 1024 * 1024  # far more than the limit and than what the sockets buffer
+    answer, sent = raw_request(host, port, head, iter([chunk] * (total // len(chunk))))
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert sent < total
