@@ -1058,3 +1058,22 @@ def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
         env = {**clean, **{k: v for k, v in SAMPLE_ENV.items() if k != name}}
         refused = subprocess.run([*base, "config", "--quiet"], env=env, capture_output=True, text=True, timeout=60)
         assert refused.returncode != 0 and name in refused.stderr, f"compose config ran without {name}"
+
+
+def test_flower_is_published_on_this_machine_only_and_no_documented_command_has_a_password(
+    raw: dict[str, Any],
+) -> None:
+    """Flower 2.2 serves /metrics and /healthcheck without its login: its port stays on the loopback even when the
+    others are published to the network, and the documented commands bind it there and keep the login off argv."""
+    opened = render(raw, {**SAMPLE_ENV, "PUBLISH_ADDRESS": "0.0.0.0"})
+    assert [address for address, _, _ in published_ports(opened["services"]["flower"])] == ["127.0.0.1"]
+    assert published_ports(opened["services"]["api"])[0][0] == "0.0.0.0"  # the variable still works elsewhere
+    documents = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    flower_lines = [
+        line for path in documents for line in path.read_text().splitlines() if re.search(r"\bflower\b", line)
+    ]
+    commands = [line for line in flower_lines if line.lstrip().startswith("celery ")]
+    assert commands, "the documents show how to start Flower"
+    for line in commands:
+        assert "--address=127.0.0.1" in line, line
+    assert not [line for line in flower_lines if "--basic-auth" in line or "--auth=" in line]
