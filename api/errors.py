@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+import traceback
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request, status
@@ -52,8 +53,22 @@ async def malformed_request(_request: Request, exc: Exception) -> JSONResponse:
 
 
 async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-    logger.exception("unhandled error in %s %s", request.method, request.url.path, exc_info=exc)
+    # The types and the stack, not the messages: a database error quotes the values it was given (a document, an
+    # instruction), and log lines carry no user text.
+    chain = " <- ".join(type(each).__qualname__ for each in _chain(exc))
+    stack = "".join(traceback.format_tb(exc.__traceback__))
+    logger.error("unhandled error in %s %s: %s\n%s", request.method, request.url.path, chain, stack)
     return error(status.HTTP_500_INTERNAL_SERVER_ERROR, "internal error; it has been logged")
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from or while handling, newest first."""
+    seen: set[int] = set()
+    each: BaseException | None = exc
+    while each is not None and id(each) not in seen:
+        seen.add(id(each))
+        yield each
+        each = each.__cause__ or each.__context__
 
 
 def _where(location: Sequence[Any]) -> str:

@@ -20,12 +20,14 @@ def make_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, hide_parameters=True)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     if parsed.drivername == "postgresql":
         url = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
-    return create_engine(url, pool_pre_ping=True)
+    # Hidden parameters: a database error's message would otherwise quote them (documents, instructions) into
+    # logs and error reports.
+    return create_engine(url, pool_pre_ping=True, hide_parameters=True)
 
 
 def _sqlite_pragmas(connection: Any, _record: Any) -> None:

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import socket
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
 
+from api.app import create_app
+from api.deps import current_tenant
 from api.schemas import MAX_ID
 from api.uploads import FRAMING_BYTES, MAX_BYTES_PER_CHAR, body_limit
 from bench.stack import api_server
@@ -104,6 +109,29 @@ def test_documents_the_database_cannot_store_are_a_422(api: Api) -> None:
         refused = caller.post("/v1/documents", content=body, headers=headers)
         assert refused.status_code == 422, refused.text
         assert refusal in refused.json()["detail"]
+
+
+def test_an_unexpected_error_is_a_500_whose_log_line_quotes_no_user_text(
+    database: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    marker = "USER-TEXT-MARKER-k3Jq"
+
+    def failing_lookup() -> None:  # a database error that quotes the value it was given, in its message
+        with database.session() as session:
+            session.execute(text("SELECT CAST(:value AS integer)"), {"value": f"{marker} chapter one"})
+
+    app = create_app(database=database, enqueue=lambda _job_id: None)
+    app.dependency_overrides[current_tenant] = failing_lookup
+    caplog.set_level(logging.ERROR, logger="api.errors")
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.get("/v1/jobs")
+
+    assert response.status_code == 500
+    assert response.json() == {"detail": "internal error; it has been logged"}
+    [record] = [r for r in caplog.records if r.name == "api.errors"]
+    assert "DataError <- InvalidTextRepresentation" in record.getMessage()
+    assert "failing_lookup" in record.getMessage()  # the stack is there
+    assert marker not in caplog.text
 
 
 # The upload limit
