@@ -7,7 +7,9 @@ from fastapi import FastAPI
 
 from api.deps import Enqueue
 from api.errors import install_error_handlers
+from api.limits import BodyLimit
 from api.routes import documents, health, jobs, notices
+from api.uploads import body_limit
 from models.db import Database
 
 DESCRIPTION = """\
@@ -25,6 +27,7 @@ def create_app(*, database: Database | None = None, enqueue: Enqueue | None = No
     app.state.database = database
     app.state.enqueue = enqueue
     install_error_handlers(app)
+    app.add_middleware(BodyLimit, limit=body_limit)
     for module in (documents, jobs, notices, health):
         app.include_router(module.router)
     return app

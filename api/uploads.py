@@ -11,6 +11,7 @@ from pathlib import PurePosixPath
 
 from fastapi import HTTPException, Request, status
 
+from api.limits import too_large
 from models.errors import InvalidInput
 from models.settings import get_settings
 
@@ -44,19 +45,16 @@ def body_limit() -> int:
 async def read_body(request: Request, limit: int) -> bytes:
     """The body, refused with a 413 as soon as it is known to be over ``limit``: from its declared length before
     anything is read, or while it streams in (a chunked body declares none)."""
-    too_large = HTTPException(
-        status.HTTP_413_CONTENT_TOO_LARGE,
-        f"the request body is larger than {limit:,} bytes; upload the files in several requests",
-    )
+    refused = HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, too_large(limit))
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise too_large
+        raise refused
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise too_large
+            raise refused
         chunks.append(chunk)
     return b"".join(chunks)
 

@@ -164,6 +164,14 @@ def test_a_body_at_the_limit_is_read_and_one_byte_more_is_413(api: Api, small_do
     assert f"larger than {body_limit():,} bytes" in over.json()["detail"]
 
 
+def test_a_job_body_over_the_limit_is_413_not_read_and_parsed(api: Api, small_documents: int) -> None:
+    caller = api.tenant()
+    body = json.dumps({"instruction": "Read it. " * body_limit()})
+    response = caller.post("/v1/jobs", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 413
+    assert f"larger than {body_limit():,} bytes" in response.json()["detail"]
+
+
 @pytest.fixture
 def served(database_url: str, database: Database, small_documents: int) -> Iterator[tuple[str, int, str]]:
     _, key = new_tenant(database)
@@ -201,10 +209,16 @@ def raw_request(host: str, port: int, head: str, chunks: Iterator[bytes]) -> tup
     return answer, sent
 
 
-def test_a_declared_length_over_the_limit_is_refused_before_any_byte_is_read(served: tuple[str, int, str]) -> None:
+BODY_ROUTES = ["/v1/documents", "/v1/jobs"]
+
+
+@pytest.mark.parametrize("path", BODY_ROUTES)
+def test_a_declared_length_over_the_limit_is_refused_before_any_byte_is_read(
+    served: tuple[str, int, str], path: str
+) -> None:
     host, port, key = served
     head = (
-        f"POST /v1/documents HTTP/1.1\r\nHost: {host}\r\nX-API-Key: {key}\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nX-API-Key: {key}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {100 * body_limit()}\r\n\r\n"
     )
     answer, sent = raw_request(host, port, head, iter([]))  # no body at all: reading it would hang
@@ -212,10 +226,11 @@ def test_a_declared_length_over_the_limit_is_refused_before_any_byte_is_read(ser
     assert sent == 0
 
 
-def test_a_chunked_body_is_cut_off_at_the_limit(served: tuple[str, int, str]) -> None:
+@pytest.mark.parametrize("path", BODY_ROUTES)
+def test_a_chunked_body_is_cut_off_at_the_limit(served: tuple[str, int, str], path: str) -> None:
     host, port, key = served
     head = (
-        f"POST /v1/documents HTTP/1.1\r\nHost: {host}\r\nX-API-Key: {key}\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nX-API-Key: {key}\r\n"
         "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
     )
     piece = b"x" * 16384
