@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -17,17 +18,48 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 
 from api.app import create_app
+from api.schemas import MAX_ID
 from models.db import Database
-from tests.test_api import new_tenant
+from models.documents import add_document
+from models.history import append_messages
+from models.jobs import create_job
+from models.tables import JobKind, JobStatus, Notice
+from tests.test_api import new_tenant, read, result, step_row
 
 EXAMPLES = int(os.environ.get("PLIMSOLL_FUZZ_EXAMPLES", "25"))
 answers: Counter[int] = Counter()  # status code -> requests, reported at the end of the module
 
 
+@dataclass(frozen=True)
+class Tenant:
+    key: str
+    ids: dict[str, list[int]]  # path parameter -> ids of the tenant's own objects
+
+
 @pytest.fixture(scope="module")
-def tenant_key(database: Database) -> str:
-    _, key = new_tenant(database)
-    return key
+def tenant(database: Database) -> Tenant:
+    """A tenant with a document, a job with history and steps, a subagent and a notice, so that half the cases
+    reach real objects instead of a 404."""
+    tenant_id, key = new_tenant(database)
+    with database.session() as session:
+        document = add_document(session, tenant_id=tenant_id, name="a.txt", content="Chapter one.")
+        job = create_job(session, tenant_id=tenant_id, instruction="Read it.", document_ids=[document.id])
+        append_messages(session, job, [read("t1", "a.txt"), result("t1")], step=1)
+        session.add(step_row(job.id, 1, stage="full"))
+        job.step, job.status = 1, JobStatus.RUNNING
+        child = create_job(
+            session,
+            tenant_id=tenant_id,
+            instruction="Check a.",
+            document_ids=[document.id],
+            kind=JobKind.SUBAGENT,
+            parent=job,
+        )
+        notice = Notice(tenant_id=tenant_id, job_id=job.id, text="A notice.")
+        session.add(notice)
+        session.flush()
+        ids = {"document_id": [document.id], "job_id": [job.id, child.id], "notice_id": [notice.id]}
+    return Tenant(key, ids)
 
 
 # The schema is read when the module is imported; the app gets the session's test database before the first call.
@@ -54,9 +86,13 @@ def on_the_test_database(database: Database, request: pytest.FixtureRequest) -> 
     derandomize=True,  # the same cases every run: a failure here is reproducible, not flaky
     suppress_health_check=list(HealthCheck),
 )
-def test_no_request_gets_a_server_error(case: Any, tenant_key: str) -> None:
+def test_no_request_gets_a_server_error(case: Any, tenant: Tenant) -> None:
+    for name, value in (case.path_parameters or {}).items():
+        # An id in range, odd: one of the tenant's own objects instead (deterministic, as the cases are).
+        if name in tenant.ids and isinstance(value, int) and 0 < value <= MAX_ID and value % 2:
+            case.path_parameters[name] = tenant.ids[name][value // 2 % len(tenant.ids[name])]
     try:
-        response = case.call(headers={"X-API-Key": tenant_key})
+        response = case.call(headers={"X-API-Key": tenant.key})
     except Exception:  # the test client raises the app's unhandled error rather than answering its 500
         answers[500] += 1
         raise
