@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import os
 import random
+import signal
 import subprocess
 import threading
 import time
@@ -43,8 +44,23 @@ RABBITMQ_URL = os.environ.get("PLIMSOLL_TEST_RABBITMQ_URL", "amqp://guest:guest@
 INSTRUCTION = "Check each chapter against the notes and report one fact of each."
 DELEGATE_GROUP = 3  # a job with 6 documents hands them to 2 subagents; one with 3 reads them itself
 JOB_BUDGET = 20_000
-EMULATOR_LIMIT = 30_000  # above every normal job's budget, below what a too-long job sends
+# Above every normal job's budget plus the reply's max_tokens (16,000), below what a too-long job sends.
+EMULATOR_LIMIT = 40_000
 TOO_LONG_BUDGET = 200_000
+
+
+_STOP = threading.Event()  # set by SIGTERM or SIGINT: the loops end and everything started is stopped
+
+
+def _stop(signum: int, _frame: object) -> None:
+    _STOP.set()
+    raise SystemExit(128 + signum)
+
+
+def _check_stop() -> None:
+    # A signal can arrive inside a database call, which turns it into an error the loops retry; this ends them.
+    if _STOP.is_set():
+        raise SystemExit(1)
 
 
 @dataclass(frozen=True)
@@ -61,6 +77,7 @@ class ChaosConfig:
     lease_seconds: int = 30
     reconcile_every_seconds: int = 10
     code_dir: Path = CODE_DIR
+    keep_logs: bool = False  # leave the processes' logs in the run's folder (its path is printed)
 
 
 @dataclass(frozen=True)
@@ -146,7 +163,7 @@ def run_chaos(config: ChaosConfig, log: bool = True) -> ChaosResult:
     sink = SentrySink()
     stack = contextlib.ExitStack()
     try:
-        stack.callback(processes.close)
+        stack.callback(processes.close, keep_logs=config.keep_logs)
         stack.callback(sink.close)
         postgres = Postgres(processes)
         postgres.start()
@@ -183,7 +200,9 @@ def run_chaos(config: ChaosConfig, log: bool = True) -> ChaosResult:
 
         window_start = time.monotonic()
         submitter = threading.Thread(
-            target=_submit_all, args=(database, cluster, job_plan(config, rng), config, window_start, result)
+            target=_submit_all,
+            args=(database, cluster, job_plan(config, rng), config, window_start, result),
+            daemon=True,
         )
         submitter.start()
         _inject(plan_faults(config, rng), rng, cluster, postgres, redis, window_start, result, say)
@@ -264,6 +283,7 @@ def _create(database: Database, texts: dict[str, str], too_long: bool, deadline:
                 )
                 return job.id
         except SQLAlchemyError:
+            _check_stop()
             if time.monotonic() > deadline:
                 return None
             time.sleep(0.5)
@@ -305,6 +325,7 @@ def _inject(
 def _wait_until_all_ended(database: Database, deadline: float) -> float | None:
     """The moment every job (subagents included) had ended, or None if some had not by ``deadline``."""
     while time.monotonic() < deadline:
+        _check_stop()
         with contextlib.suppress(SQLAlchemyError):
             if unfinished_jobs(database) == 0:
                 return time.monotonic()
@@ -337,9 +358,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--settle", type=float, default=ChaosConfig.settle_seconds, help="wait bound after faults")
     parser.add_argument("--seed", type=int, default=ChaosConfig.seed)
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--keep-logs", action="store_true", help="keep the processes' logs (path printed)")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     base = ChaosConfig(
-        jobs=args.jobs, workers=args.workers, seconds=args.seconds, settle_seconds=args.settle, seed=args.seed
+        jobs=args.jobs,
+        workers=args.workers,
+        seconds=args.seconds,
+        settle_seconds=args.settle,
+        seed=args.seed,
+        keep_logs=args.keep_logs,
     )
     brokers = ("redis", "rabbitmq") if args.broker == "both" else (args.broker,)
     results = []

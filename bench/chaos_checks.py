@@ -89,6 +89,7 @@ def _check_one(checks: Checks, job: Job, seqs: list[int], steps: list[int], call
     checks.retries += job.retries
     if job.status in UNFINISHED:
         checks.stuck.append(job.id)
+        checks.problems.append(f"job {job.id} ({job.kind}): stuck {job.status} after step {job.step}")
     checks.messages += len(seqs)
     checks.step_records += len(steps)
     missing = (max(seqs) + 1 - len(set(seqs))) if seqs else 1  # every job has its opening message, seq 0

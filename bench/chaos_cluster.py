@@ -77,15 +77,13 @@ class Cluster:
 
     def kill_child(self, rng: random.Random) -> str:
         """kill -9 one pool child of a worker picked at random."""
-        candidates = [(slot, w) for slot, w in enumerate(self.workers) if w is not None and w.poll() is None]
+        pools = {slot: pool_children(w.pid) for slot, w in enumerate(self.workers) if w is not None}
+        candidates = sorted(slot for slot, children in pools.items() if children)
         if not candidates:
-            return "no worker running"
-        slot, process = rng.choice(candidates)
-        children = pool_children(process.pid)
-        if not children:
-            return f"worker {slot} had no pool child"
+            return "no pool child running"
+        slot = rng.choice(candidates)
         with contextlib.suppress(ProcessLookupError):
-            os.kill(rng.choice(children), signal.SIGKILL)
+            os.kill(rng.choice(pools[slot]), signal.SIGKILL)
         return f"worker {slot}"
 
     def kill_worker(self, slot: int, pause: float) -> str:

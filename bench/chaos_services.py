@@ -108,7 +108,7 @@ class Processes:
         with self._lock:
             self._groups.pop(process.pid, None)
 
-    def close(self) -> None:
+    def close(self, keep_logs: bool = False) -> None:
         with self._lock:
             groups = list(self._groups.values())
             self._groups.clear()
@@ -118,7 +118,14 @@ class Processes:
         for process in groups:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=10)
-        shutil.rmtree(self.root, ignore_errors=True)
+        if keep_logs:
+            for path in self.root.iterdir():
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                elif path.suffix != ".log":
+                    path.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(self.root, ignore_errors=True)
         atexit.unregister(self.close)
 
 

@@ -25,7 +25,7 @@ def _rabbitmq_answers() -> bool:
 
 
 @pytest.mark.chaos
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(280)
 @pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
 def test_every_job_ends_under_kills_restarts_and_provider_faults(broker: str) -> None:
     if shutil.which("redis-server") is None:
