@@ -25,7 +25,7 @@ from models.jobs import create_job
 from models.tables import Job, JobStatus
 from models.tenants import create_tenant
 from tests.fixtures_emulator import DOCUMENT_TOOLS, TEST_API_KEY
-from worker.errors import AuthFailure, InvalidRequest, TooLong
+from worker.errors import AuthFailure, InvalidRequest, TooLong, classify
 from worker.providers import AnthropicProvider, OpenAIProvider
 from worker.queue import enqueue_step
 from worker.sentry import init_sentry
@@ -155,6 +155,23 @@ def test_an_event_raised_amid_user_text_carries_none_of_it(
     frames = frames_of(event)
     assert any(f["function"] == "read_and_answer" for f in frames)
     assert all("vars" not in f and "context_line" not in f for f in frames)
+    assert leaks(transport.events) == []
+
+
+def test_an_unexpected_error_quoted_in_our_own_error_is_removed_from_it(transport: CapturingTransport) -> None:
+    documents = {"a.txt": "Some text."}
+    try:
+        try:
+            documents[NAME_MARKER]
+        except KeyError as missing:
+            raise classify(missing, provider="anthropic") from missing
+    except InvalidRequest as error:
+        assert NAME_MARKER in str(error)
+        sentry_sdk.capture_exception(error)
+
+    [event] = transport.events
+    assert [v["type"] for v in event["exception"]["values"]] == ["KeyError", "InvalidRequest"]
+    assert event["exception"]["values"][-1]["value"].startswith("KeyError: (message removed")
     assert leaks(transport.events) == []
 
 

@@ -5,8 +5,9 @@ What an event may carry, and why:
 - The exception types and a stack trace of file, function and line. No local variables (they hold system
   prompts, instructions and documents), no source lines, no request bodies, no personal data.
 - The message of the worker's own provider errors (``worker.errors``): the provider's words for what was wrong
-  with a request, which on-call needs. Any other exception's message is removed: a database error quotes its
-  SQL parameters (message contents), a ``KeyError`` its key (a document name).
+  with a request, which on-call needs. Any other exception's message is removed: a database error quotes the
+  values it was given (message contents), a ``KeyError`` its key (a document name); and so is any quote of it in
+  one of our messages (``classify`` names an unexpected error as ``"KeyError: 'chapter-01.txt'"``).
 - Log lines are breadcrumbs only, as their format string without arguments; they never become events.
 - No ``extra`` (the Celery integration puts task arguments there), ``request`` or ``user``.
 
@@ -100,10 +101,15 @@ def scrub(event: Event) -> Event:
     logentry = event.get("logentry")
     if isinstance(logentry, dict):
         event["logentry"] = {"message": str(logentry.get("message", ""))}
-    for value in event.get("exception", {}).get("values", []):
+    values = event.get("exception", {}).get("values", [])
+    # An own error may quote the error it was made from ("KeyError: 'chapter-01.txt'"): that part goes too.
+    foreign = [v["value"] for v in values if v.get("module") != OWN_ERRORS_MODULE and v.get("value")]
+    for value in values:
         if value.get("module") != OWN_ERRORS_MODULE:
             value["value"] = REMOVED
         elif isinstance(value.get("value"), str):
+            for text in foreign:
+                value["value"] = value["value"].replace(text, REMOVED)
             value["value"] = value["value"][:MAX_MESSAGE_CHARS]
         for frame in value.get("stacktrace", {}).get("frames", []):
             for key in FRAME_TEXT:
