@@ -3,11 +3,10 @@ are all refused with a 4xx that says why, never a 500. The body limit is checked
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
+import select
 import socket
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -181,26 +180,23 @@ def served(database_url: str, database: Database, small_documents: int) -> Itera
 
 
 def raw_request(host: str, port: int, head: str, chunks: Iterator[bytes]) -> tuple[bytes, int]:
-    """Send ``head`` and then ``chunks`` until the server answers or closes; the answer and the bytes sent."""
+    """Send ``head`` and then ``chunks`` until the server answers, closes or stops reading; the answer and the
+    body bytes sent."""
     sent = 0
     with socket.create_connection((host, port), timeout=10) as connection:
         connection.sendall(head.encode())
-        connection.setblocking(False)
-        answer = b""
         for chunk in chunks:
-            with contextlib.suppress(BlockingIOError):
-                answer += connection.recv(65536)
-            if answer:
+            answered, _, _ = select.select([connection], [], [], 0)
+            if answered:
                 break
+            connection.settimeout(2)
             try:
                 connection.sendall(chunk)
-            except BlockingIOError:
-                time.sleep(0.01)
-            except OSError:  # the server has closed the connection: it will not read the rest
+            except OSError:  # closed, or not read for 2 s: the server will not take the rest
                 break
             sent += len(chunk)
-        connection.setblocking(True)
         connection.settimeout(10)
+        answer = b""
         while b"\r\n\r\n" not in answer:
             more = connection.recv(65536)
             if not more:
