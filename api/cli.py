@@ -63,6 +63,8 @@ def submit(
                 f"Job {job.id} queued: {len(documents)} documents, {job.model}, budget {job.budget:,} tokens.",
                 highlight=False,
             )
+            for warning in job.warnings:
+                err.print(f"Warning: {warning}", style="yellow", highlight=False)
             out.print(job.id, highlight=False)
             if wait:
                 raise typer.Exit(watch_job(client, job.id, display=err, output=out, interval=interval))

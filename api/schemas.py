@@ -183,6 +183,7 @@ class JobView(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     children: list[ChildJob] = Field(description="subagent jobs started by this job")
+    warnings: list[str] = Field(default_factory=list, description="e.g. that the job's model is deprecated")
 
 
 class MessageView(Schema):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from api.schemas import ChildJob, JobSummary, JobView, LastRequest, Limits, Progress, Usage
+from models.catalogue import CATALOGUE, deprecation_warning
 from models.history import documents_read
 from models.jobs import children_of, last_step
 from models.tables import Job, Step
@@ -46,7 +47,14 @@ def job_view(session: Session, job: Job) -> JobView:
         started_at=job.started_at,
         finished_at=job.finished_at,
         children=[ChildJob.model_validate(child) for child in children],
+        warnings=model_warnings(job.model),
     )
+
+
+def model_warnings(model: str) -> list[str]:
+    spec = CATALOGUE.get(model)
+    warning = deprecation_warning(spec) if spec is not None else None
+    return [warning] if warning else []
 
 
 def usage_of(job: Job) -> Usage:

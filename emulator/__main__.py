@@ -26,6 +26,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         config = EmulatorConfig(
             limit=args.limit,
             tokenizer=args.tokenizer,
+            count_scale=args.count_scale,
+            max_output_tokens=args.max_output_tokens,
             min_cacheable_tokens=args.min_cacheable_tokens,
             cache_ttl_seconds=args.cache_ttl,
             faults=faults,
@@ -54,6 +56,15 @@ def _parser() -> argparse.ArgumentParser:
         "--tokenizer",
         default=defaults.tokenizer,
         help="cl100k, o200k, or the path of a cl100k_base/o200k_base .tiktoken[.gz] file",
+    )
+    parser.add_argument(
+        "--count-scale",
+        type=float,
+        default=defaults.count_scale,
+        help="input tokens counted per tokenizer token, e.g. 1.3 for a tokenizer that counts 30%% more",
+    )
+    parser.add_argument(
+        "--max-output-tokens", type=int, default=defaults.max_output_tokens, help="the models endpoint's max_tokens"
     )
     parser.add_argument("--min-cacheable-tokens", type=int, default=defaults.min_cacheable_tokens)
     parser.add_argument("--cache-ttl", type=float, default=defaults.cache_ttl_seconds, help="seconds")

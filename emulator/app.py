@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from emulator import routes_admin, routes_anthropic, routes_openai
+from emulator import routes_admin, routes_anthropic, routes_models, routes_openai
 from emulator.config import EmulatorConfig
 from emulator.serving import hide_dropped_connections_from_server_log
 from emulator.state import EmulatorState
@@ -22,6 +22,7 @@ def create_app(config: EmulatorConfig | None = None) -> Starlette:
             Route("/v1/messages", routes_anthropic.create_message, methods=["POST"]),
             Route("/v1/messages/count_tokens", routes_anthropic.count_tokens, methods=["POST"]),
             Route("/v1/chat/completions", routes_openai.create_chat_completion, methods=["POST"]),
+            Route("/v1/models/{model_id:path}", routes_models.retrieve_model, methods=["GET"]),
             Route("/v1/emulator/stats", routes_admin.get_stats, methods=["GET"]),
             Route("/v1/emulator/config", routes_admin.get_config, methods=["GET"]),
             Route("/v1/emulator/config", routes_admin.post_config, methods=["POST"]),

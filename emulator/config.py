@@ -51,6 +51,11 @@ class EmulatorConfig:
 
     limit: int = 1_000_000
     tokenizer: str = "cl100k"
+    count_scale: float = 1.0
+    """Input tokens counted per tokenizer token: above 1, a model whose tokenizer counts more than the
+    estimate profile expects (newer Claude tokenizers count up to 1.35x more for the same text)."""
+    max_output_tokens: int = 16_000
+    """What the models endpoint reports as the model's ``max_tokens``."""
     min_cacheable_tokens: int = 1024
     cache_ttl_seconds: float = 300.0
     cache_lookback_blocks: int = 20
@@ -66,6 +71,10 @@ class EmulatorConfig:
     def __post_init__(self) -> None:
         if self.limit < 1:
             raise ConfigError(f"limit must be at least 1, not {self.limit}")
+        if not (math.isfinite(self.count_scale) and 0.5 <= self.count_scale <= 4.0):
+            raise ConfigError("count_scale must be a number between 0.5 and 4")
+        if self.max_output_tokens < 1:
+            raise ConfigError("max_output_tokens must be at least 1")
         if self.min_cacheable_tokens < 0:
             raise ConfigError("min_cacheable_tokens must be >= 0")
         if not (math.isfinite(self.cache_ttl_seconds) and self.cache_ttl_seconds > 0):

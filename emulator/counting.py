@@ -7,6 +7,9 @@ content block of a message. Its tokens are the tokenizer's tokens of its text pl
 - the first unit of every message, and of the system prompt: ``MESSAGE_OVERHEAD`` more (the role header);
 - every request: ``REQUEST_OVERHEAD`` tokens at the end (priming the assistant's reply), not in any unit.
 
+With a ``scale`` other than 1, a unit's text counts ``round(n * scale)`` tokens for the tokenizer's ``n``: a model
+whose tokenizer counts more (or fewer) tokens than the one Plimsoll's profile was fitted to.
+
 The text of a unit: a tool definition is its compact JSON (``name``, ``description``, ``input_schema`` in that
 order, without ``cache_control``); a text block is its text; a tool_use is its name followed by its input as
 compact JSON; a tool_result is each of its texts. JSON is written with ``separators=(",", ":")`` and
@@ -33,6 +36,7 @@ REQUEST_OVERHEAD = 3
 _BLOCK_FRAME = -1
 _ROLE_FRAME = {"system": -2, "user": -3, "assistant": -4}
 _HEADER_FILL = -5
+_SCALE_FILL = -6
 
 
 @dataclass(frozen=True)
@@ -57,8 +61,9 @@ class TokenCounter:
     """Counts a conversation with one encoding; remembers recent texts, because an agent sends the same
     documents again on every step."""
 
-    def __init__(self, encoding: tiktoken.Encoding, *, memory: int = 4096) -> None:
+    def __init__(self, encoding: tiktoken.Encoding, *, memory: int = 4096, scale: float = 1.0) -> None:
         self.encoding = encoding
+        self.scale = scale
         self._encode = lru_cache(maxsize=memory)(self._encode_uncached)
 
     def encode(self, text: str) -> tuple[int, ...]:
@@ -88,7 +93,9 @@ class TokenCounter:
         frame = [_BLOCK_FRAME] * BLOCK_OVERHEAD
         if first:
             frame = [_ROLE_FRAME[role]] + [_HEADER_FILL] * (MESSAGE_OVERHEAD - 1) + frame
-        tokens = tuple(frame) + tuple(token for text in texts for token in self._encode(text))
+        text_tokens = tuple(token for text in texts for token in self._encode(text))
+        scaled = (_SCALE_FILL,) * (round(len(text_tokens) * self.scale) - len(text_tokens))
+        tokens = tuple(frame) + text_tokens + scaled
         content = {name: value for name, value in block.items() if name != "cache_control"}
         key = compact_json([role, first, content]).encode()
         return Unit(key=hashlib.sha256(key).digest(), tokens=tokens, cache_control=block.get("cache_control"))

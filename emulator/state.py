@@ -18,7 +18,7 @@ class EmulatorState:
     def __init__(self, config: EmulatorConfig) -> None:
         self.initial_config = config
         self.config = config
-        self.counter = TokenCounter(load_encoding(config.tokenizer))
+        self.counter = TokenCounter(load_encoding(config.tokenizer), scale=config.count_scale)
         self.anthropic_cache = AnthropicPromptCache()
         self.openai_cache = OpenAIPrefixCache()
         self.faults = FaultInjector(config.faults)
@@ -52,8 +52,8 @@ class EmulatorState:
         return self.served
 
     def _use(self, config: EmulatorConfig, *, restart_faults: bool) -> None:
-        if config.tokenizer != self.config.tokenizer:
-            self.counter = TokenCounter(load_encoding(config.tokenizer))
+        if (config.tokenizer, config.count_scale) != (self.config.tokenizer, self.counter.scale):
+            self.counter = TokenCounter(load_encoding(config.tokenizer), scale=config.count_scale)
         self.config = config
         if restart_faults:
             self.faults.configure(config.faults)

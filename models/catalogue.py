@@ -8,6 +8,7 @@ from typing import Any, Literal
 from plimsoll import PROFILES
 
 Provider = Literal["anthropic", "openai"]
+MIN_BUDGET = 1_000  # the smallest budget a job may have
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,7 @@ class ModelSpec:
     default_budget: int  # input tokens per request Plimsoll plans for
     profile: str  # the estimate profile of the model's tokenizer
     max_output_tokens: int
+    retires: str | None = None  # deprecated: the day the provider stops serving it (as the SDK says it)
 
     @property
     def max_budget(self) -> int:
@@ -39,9 +41,17 @@ CATALOGUE: dict[str, ModelSpec] = {
         # The bundled emulator: Anthropic's wire format, counting with cl100k, the 1M limit of the write-up.
         ModelSpec("plimsoll-emulator", "anthropic", 1_000_000, 400_000, "cl100k", 16_000),
         ModelSpec("plimsoll-emulator-openai", "openai", 1_000_000, 400_000, "cl100k", 16_000),
-        ModelSpec("claude-sonnet-4-5", "anthropic", 200_000, 160_000, "claude", 16_000),
-        ModelSpec("claude-opus-4-1", "anthropic", 200_000, 160_000, "claude", 16_000),
+        # Anthropic's current models, as the installed SDK lists them. The limits here are a cautious fallback:
+        # the worker learns the real ones from the Models API (worker/model_limits.py).
+        ModelSpec("claude-opus-5-5", "anthropic", 200_000, 160_000, "claude", 16_000),
+        ModelSpec("claude-sonnet-5-5", "anthropic", 200_000, 160_000, "claude", 16_000),
+        ModelSpec("claude-haiku-5-5", "anthropic", 200_000, 160_000, "claude", 16_000),
+        ModelSpec("claude-opus-4-8", "anthropic", 200_000, 160_000, "claude", 16_000),
+        ModelSpec("claude-sonnet-4-6", "anthropic", 200_000, 160_000, "claude", 16_000),
         ModelSpec("claude-haiku-4-5", "anthropic", 200_000, 160_000, "claude", 16_000),
+        # Deprecated: still served until the day given, then refused.
+        ModelSpec("claude-opus-4-5", "anthropic", 200_000, 160_000, "claude", 16_000, retires="January 22nd, 2027"),
+        ModelSpec("claude-sonnet-4-5", "anthropic", 200_000, 160_000, "claude", 16_000, retires="November 30th, 2026"),
         ModelSpec("gpt-4.1", "openai", 1_047_576, 400_000, "o200k", 16_384),
         ModelSpec("gpt-4o", "openai", 128_000, 100_000, "o200k", 16_384),
     )
@@ -52,13 +62,27 @@ class UnknownModel(ValueError):
     pass
 
 
-def model_spec(name: str, overrides: dict[str, dict[str, Any]] | None = None) -> ModelSpec:
-    """The catalogue entry for ``name``, with any overrides from the settings applied (an override may also
-    add a model: then it names every field)."""
+def model_spec(
+    name: str, overrides: dict[str, dict[str, Any]] | None = None, *, learned: tuple[int, int] | None = None
+) -> ModelSpec:
+    """The catalogue entry for ``name``: the static entry, then the limits ``learned`` from the provider
+    (context window, output limit), then any overrides from the settings (an override may also add a model:
+    then it names every field)."""
     override = (overrides or {}).get(name)
     base = CATALOGUE.get(name)
     if base is None and override is None:
         raise UnknownModel(f"unknown model {name!r}; known: {', '.join(sorted({*CATALOGUE, *(overrides or {})}))}")
     if base is None:
         return ModelSpec(name=name, **(override or {}))
+    if learned is not None and learned[0] - min(base.max_output_tokens, learned[1]) >= MIN_BUDGET:
+        context_limit, max_output = learned
+        max_output = min(base.max_output_tokens, max_output)
+        default_budget = min(base.default_budget, context_limit - max_output)
+        base = replace(base, context_limit=context_limit, max_output_tokens=max_output, default_budget=default_budget)
     return replace(base, **override) if override else base
+
+
+def deprecation_warning(spec: ModelSpec) -> str | None:
+    if spec.retires is None:
+        return None
+    return f"{spec.name} is deprecated: the provider stops serving it on {spec.retires}. Choose a current model."

@@ -9,14 +9,16 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from models.catalogue import UnknownModel, model_spec
+from models.catalogue import MIN_BUDGET, UnknownModel, model_spec
 from models.documents import documents_of
 from models.errors import InvalidInput, NotFound
 from models.history import append_messages
+from models.model_facts import learned_limits, model_calibration
 from models.settings import get_settings
 from models.tables import Job, JobDocument, JobKind, JobStatus, Step, now
 
 STRATEGIES = ("plimsoll", "original", "legacy", "unbatched")
+CALIBRATED = ("plimsoll", "unbatched")  # the reproductions of the published failures run uncorrected
 
 
 def opening_message(instruction: str, names: Sequence[str]) -> dict[str, Any]:
@@ -58,14 +60,16 @@ def create_job(
         raise InvalidInput("a document is listed twice")
     if strategy not in STRATEGIES:
         raise InvalidInput(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+    name = model or settings.default_model
+    known = learned_limits(session, name)
     try:
-        spec = model_spec(model or settings.default_model, settings.models)
+        spec = model_spec(name, settings.models, learned=known[:2] if known else None)
     except UnknownModel as error:
         raise InvalidInput(str(error)) from None
     budget = spec.default_budget if budget is None else budget
-    if not 1_000 <= budget <= spec.max_budget:
+    if not MIN_BUDGET <= budget <= spec.max_budget:
         raise InvalidInput(
-            f"the budget must be between 1,000 and {spec.max_budget:,} tokens for {spec.name} "
+            f"the budget must be between {MIN_BUDGET:,} and {spec.max_budget:,} tokens for {spec.name} "
             f"(its context limit of {spec.context_limit:,} less {spec.max_output_tokens:,} for the reply)"
         )
     max_steps = settings.max_steps_per_job if max_steps is None else max_steps
@@ -94,7 +98,7 @@ def create_job(
         strategy=strategy,
         safety_net=safety_net,
         status=JobStatus.QUEUED,
-        calibration={},
+        calibration=model_calibration(session, spec.name, spec.profile) if strategy in CALIBRATED else {},
         max_steps=max_steps,
         max_input_tokens=max_input_tokens,
         tool_calls={},

@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     max_steps_per_job: int = 1_000  # the default of a job's step limit
     max_input_tokens_per_job: int = 50_000_000  # the default of a job's limit on input tokens, over all its steps
     max_identical_tool_calls: int = 3  # the agent is warned at this many identical calls; one more ends the job
+    # The calibrator may plan with up to 1 / this times the budget (in estimate units) when the model's real
+    # counts run consistently under our estimates; 1.0 keeps it one-sided.
+    calibration_floor: float = Field(default=0.8, ge=0.5, le=1.0)
     max_transient_retries: int = 6  # per step, for provider faults; also per delivery for database outages
     default_locale: str = "en"
 

@@ -188,9 +188,28 @@ class Step(Base):
     dropped: Mapped[int] = mapped_column(Integer, default=0)
     stop_reason: Mapped[str | None] = mapped_column(String(40))
     overhead_ms: Mapped[float] = mapped_column(default=0.0)  # time in our code, the model's reply excluded
+    # A first attempt rejected as too long, then planned again: our estimate of it and the size the provider
+    # stated. The columns above describe the second attempt.
+    rejected_estimate: Mapped[int | None] = mapped_column(Integer, default=None)
+    rejected_tokens: Mapped[int | None] = mapped_column(Integer, default=None)
     created_at: Mapped[datetime] = mapped_column(default=now)
 
     __table_args__ = (UniqueConstraint("job_id", "step", name="uq_steps_job_step"),)
+
+
+class ModelFacts(Base):
+    """What Plimsoll learned about a model across jobs: how its real counts compare with our estimates (so a new
+    job starts calibrated), and its limits as the provider's models endpoint gives them."""
+
+    __tablename__ = "model_facts"
+
+    model: Mapped[str] = mapped_column(String(100), primary_key=True)
+    profile: Mapped[str] = mapped_column(String(32))  # the estimate profile the calibration is for
+    calibration: Mapped[dict[str, Any]] = mapped_column(default=dict)  # plimsoll.Calibrator.to_dict()
+    context_limit: Mapped[int | None] = mapped_column(Integer, default=None)
+    max_output_tokens: Mapped[int | None] = mapped_column(Integer, default=None)
+    limits_checked_at: Mapped[datetime | None] = mapped_column(default=None)
+    updated_at: Mapped[datetime] = mapped_column(default=now, onupdate=now)
 
 
 class Notice(Base):

@@ -48,8 +48,8 @@ def _language(locale: str | None) -> str:
     return (locale or "en").replace("_", "-").split("-", 1)[0].lower()
 
 
-# Why a job was stopped before it finished, or finished without all of its parts. Placeholders: {steps},
-# {tokens}, {tool}, {times}, {parts}.
+# Why a job was stopped before it finished, finished without all of its parts, or could not start. Placeholders:
+# {steps}, {tokens}, {tool}, {times}, {parts}, {budget}.
 STOPPED_NOTICES: dict[str, dict[str, str]] = {
     "en": {
         "steps": "This job was stopped after {steps} steps, the limit set for it. Everything it did is kept.",
@@ -62,6 +62,10 @@ STOPPED_NOTICES: dict[str, dict[str, str]] = {
             "making progress. Everything it did is kept."
         ),
         "incomplete": "The job finished, but these parts of it did not: {parts}. Its answer leaves them out.",
+        "budget": (
+            "This job's budget of {budget} tokens per request is too small for even its first message. The "
+            "conversation is not too long: submit the job again with a larger budget."
+        ),
     },
     "cs": {
         "steps": "Úloha byla zastavena po {steps} krocích, což je její nastavený limit. Vše, co udělala, zůstává.",
@@ -74,13 +78,17 @@ STOPPED_NOTICES: dict[str, dict[str, str]] = {
             "Vše, co udělala, zůstává."
         ),
         "incomplete": "Úloha skončila, ale tyto její části ne: {parts}. Odpověď je nezahrnuje.",
+        "budget": (
+            "Rozpočet této úlohy, {budget} tokenů na požadavek, nestačí ani na její první zprávu. Konverzace "
+            "není příliš dlouhá: zadejte úlohu znovu s větším rozpočtem."
+        ),
     },
 }
 
 
 def stopped_notice(why: str, locale: str | None = None, **values: object) -> str:
-    """The notice for a job stopped by a limit (``why``: steps, tokens, repeating) or finished without some of
-    its parts (incomplete), in the person's language."""
+    """The notice for a job stopped by a limit (``why``: steps, tokens, repeating), finished without some of
+    its parts (incomplete), or whose budget cannot hold its first message (budget), in the person's language."""
     texts = STOPPED_NOTICES.get(_language(locale), STOPPED_NOTICES["en"])
     return texts[why].format(**{k: f"{v:,}" if isinstance(v, int) else v for k, v in values.items()})
 

@@ -63,3 +63,23 @@ def sentry_events() -> Iterator[list[dict[str, Any]]]:
     yield transport.events
     sentry_sdk.get_client().close()
     sentry_sdk.init()  # off again
+
+
+@pytest.fixture(autouse=True)
+def _forget_model_facts(request: pytest.FixtureRequest) -> Iterator[None]:
+    """What the worker learns about a model (its calibration, its limits) outlives a job by design; between
+    tests it would carry one test's emulator settings into the next."""
+    if "database" not in request.fixturenames:
+        yield
+        return
+    from sqlalchemy import delete
+
+    from models.db import Database
+    from models.tables import ModelFacts
+
+    database: Database = request.getfixturevalue("database")
+    with database.session() as session:
+        session.execute(delete(ModelFacts))
+    yield
+    with database.session() as session:
+        session.execute(delete(ModelFacts))

@@ -304,3 +304,25 @@ def test_classified_errors_pass_through_and_unknown_ones_are_our_bugs() -> None:
     assert classify(already, "p") is already
     bug = classify(KeyError("choices"), "openai")
     assert type(bug) is InvalidRequest and "KeyError" in bug.message
+
+
+MEASURED = {
+    "anthropic prompt too long": (208_656, 200_000),
+    "anthropic input + max_tokens": (189_136, 204_648),
+    "anthropic 413": (None, None),
+    "openai chat": (173_172, 128_000),
+    "openai chat, as the SDK keeps it": (173_172, 128_000),
+    "openai responses": (None, None),
+    "openai responses, streamed response.failed": (None, None),
+    "gemini": (1_200_293, 1_048_576),
+    "bedrock input too long": (None, None),
+    "bedrock wrapped anthropic": (200_049, 200_000),
+    "vllm": (37_552, 32_768),
+}
+
+
+@pytest.mark.parametrize("payload", [p for p in PAYLOADS if p.expected is TooLong], ids=lambda p: p.name)
+def test_a_too_long_rejection_carries_the_size_it_states(payload: Payload) -> None:
+    error = classify_payload(payload.status, payload.body, "some-provider", payload.headers)
+    assert isinstance(error, TooLong)
+    assert (error.tokens, error.limit) == MEASURED[payload.name]

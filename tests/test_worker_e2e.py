@@ -37,14 +37,8 @@ def submit(
     with database.session() as session:
         tenant, _ = create_tenant(session, name=f"tenant-{uuid.uuid4().hex[:8]}")
         ids = [add_document(session, tenant_id=tenant.id, name=name, content=text).id for name, text in texts.items()]
-        created = create_job(
-            session,
-            tenant_id=tenant.id,
-            instruction="Check each chapter against the notes and report one fact of each.",
-            document_ids=ids,
-            kind=kind,
-            **job,
-        )
+        job.setdefault("instruction", "Check each chapter against the notes and report one fact of each.")
+        created = create_job(session, tenant_id=tenant.id, document_ids=ids, kind=kind, **job)
         job_id = created.id
     if enqueue:
         enqueue_step(job_id, 0)

@@ -35,7 +35,20 @@ class ProviderError(Exception):
 
 
 class TooLong(ProviderError):
-    """The model rejected the request as longer than its context window."""
+    """The model rejected the request as longer than its context window. Most providers say how long it was
+    (``tokens``, the request's real input size) and what the window is (``limit``): a measurement."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        provider: str,
+        tokens: int | None = None,
+        limit: int | None = None,
+    ) -> None:
+        super().__init__(message, status=status, provider=provider)
+        self.tokens, self.limit = tokens, limit
 
 
 class Transient(ProviderError):
@@ -69,6 +82,30 @@ _TOO_LONG_MESSAGES = [
     # Bedrock: "Input is too long for requested model."
     r"input is too long for requested model",
 ]
+# What the rejection says of the request's real size: (pattern, group of the input tokens, group of the limit).
+_TOO_LONG_SIZES = [
+    # Anthropic: "prompt is too long: 208656 tokens > 200000 maximum"
+    (r"prompt is too long: (\d+) tokens > (\d+) maximum", 1, 2),
+    # Anthropic: "input length and `max_tokens` exceed context limit: 189136 + 20000 > 204648"
+    (r"exceed context limit: (\d+) \+ \d+ > (\d+)", 1, 2),
+    # OpenAI: "maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens"
+    (r"maximum context length is (\d+) tokens\. However, your messages resulted in (\d+) tokens", 2, 1),
+    # vLLM and older OpenAI: "... is 4096 tokens. However, you requested 5000 tokens (4000 in the messages, ..."
+    (r"maximum context length is (\d+) tokens\. However, you requested \d+ tokens \((\d+) in the messages", 2, 1),
+    # Gemini: "The input token count (1200293) exceeds the maximum number of tokens allowed (1048576)."
+    (r"input token count \(?(\d+)\)? exceeds the maximum number of tokens allowed \(?(\d+)\)?", 1, 2),
+]
+
+
+def too_long_size(message: str) -> tuple[int | None, int | None]:
+    """(the request's input tokens, the model's limit) as a too-long rejection states them, or Nones."""
+    for pattern, tokens, limit in _TOO_LONG_SIZES:
+        found = re.search(pattern, message, re.IGNORECASE)
+        if found:
+            return int(found[tokens]), int(found[limit])
+    return None, None
+
+
 _TOO_LONG_PATTERN = re.compile("|".join(f"(?:{pattern})" for pattern in _TOO_LONG_MESSAGES), re.IGNORECASE)
 _TOO_LONG_CODES = {"context_length_exceeded", "request_too_large"}
 
@@ -137,7 +174,8 @@ def classify_payload(
     decoded JSON payload of any provider, or text) and its headers (for retry-after)."""
     message, kinds = _message_and_kinds(body)
     if _is_too_long(status, message, kinds):
-        return TooLong(message, status=status, provider=provider)
+        tokens, limit = too_long_size(message)
+        return TooLong(message, status=status, provider=provider, tokens=tokens, limit=limit)
     if status in _AUTH_STATUSES or (status is None and kinds & _AUTH_KINDS):
         return AuthFailure(message, status=status, provider=provider)
     transient_status = status is not None and (status in _TRANSIENT_STATUSES or status >= 500)

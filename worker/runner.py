@@ -16,15 +16,17 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import sentry_sdk
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from models.catalogue import MIN_BUDGET
 from models.db import Database
 from models.history import append_messages, message_bodies, message_index
-from models.jobs import children_of, create_job
+from models.jobs import CALIBRATED, children_of, create_job
+from models.model_facts import learned_limits, observe_model
 from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus, Message, Notice, Step, now
 from plimsoll import (
@@ -43,6 +45,7 @@ from plimsoll.messages import BLOCK_OVERHEAD, MESSAGE_OVERHEAD
 from plimsoll.notices import stopped_notice
 from worker.errors import ProviderError, TooLong
 from worker.lease import Heartbeat, deadline, held_by_another, release
+from worker.model_limits import learn_limits, within_learned_limits
 from worker.outages import in_transaction, surviving_outages
 from worker.prompts import system_prompt
 from worker.providers.base import Provider, Reply
@@ -51,8 +54,8 @@ from worker.runaway import count_calls, fingerprint, with_warning
 from worker.tools import Delegation, result, run_tool, tools_for
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 Enqueue = Callable[[int, int | None, float | None], None]  # (job id, step or None for the current one, delay)
-CALIBRATED = ("plimsoll", "unbatched")  # the reproductions of the published failures run uncorrected
 CONTINUE_AFTER_CUT_OFF = "(Your reply was cut off at the output limit. Continue exactly where it stopped.)"
 MAX_CONTINUATIONS = 3  # a reply cut off this many times running is taken as the answer, not asked for again
 
@@ -89,6 +92,7 @@ class _Prepared:
     """A step's request, decided in the first transaction and sent outside of any."""
 
     step: int
+    strategy: str
     provider: Provider
     model: str
     max_tokens: int
@@ -100,6 +104,7 @@ class _Prepared:
     factor: float
     carried: list[dict[str, Any]] = field(default_factory=list)  # stored with the reply: delegate results
     seconds: float = 0.0  # time spent in our code
+    rejected: tuple[int, int] | None = None  # a first attempt rejected as too long: (our estimate, its real size)
 
 
 def run_step(job_id: int, services: Services, *, step: int | None = None) -> Outcome:
@@ -107,6 +112,8 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
     ``DatabaseUnavailable`` before the model is called; after it, the reply is stored through the outage."""
     started = time.perf_counter()
     owner = uuid.uuid4().hex
+    if step in (None, 0):
+        _learn_limits(job_id, services)
     begun = in_transaction(services.database, lambda session: _begin(session, job_id, step, owner, services))
     if isinstance(begun, Outcome):
         return begun
@@ -114,10 +121,34 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
         return _after_commit(begun, services)
     prepared = begun
     prepared.seconds = time.perf_counter() - started
-    settings = services.settings
+    answer = _send(prepared, job_id, owner, services)
+    if isinstance(answer, TooLong) and answer.tokens and prepared.strategy in CALIBRATED:
+        # A rejection that states the real size is a measurement: plan once more with it, a smaller request.
+        replanned = _store_surviving_outages(
+            services, partial(_replanned, job_id=job_id, prepared=prepared, error=answer, services=services)
+        )
+        if not isinstance(replanned, _Prepared):
+            return _after_commit(replanned, services)
+        prepared = replanned
+        answer = _send(prepared, job_id, owner, services)
+    if isinstance(answer, ProviderError):
+        failed = _store_surviving_outages(
+            services, partial(_unanswered, job_id=job_id, prepared=prepared, error=answer, services=services)
+        )
+        return _after_commit(failed, services)
+    storing = time.perf_counter()
+    stored = _store_surviving_outages(
+        services,
+        partial(_answered, job_id=job_id, prepared=prepared, reply=answer, services=services, started=storing),
+    )
+    return _after_commit(stored, services)
+
+
+def _send(prepared: _Prepared, job_id: int, owner: str, services: Services) -> Reply | ProviderError:
+    """The model's reply to the prepared request, or how the request failed; the job's lease is kept alive."""
     try:
-        with Heartbeat(services.database, job_id, owner, seconds=settings.lease_seconds):
-            reply = prepared.provider.send(
+        with Heartbeat(services.database, job_id, owner, seconds=services.settings.lease_seconds):
+            return prepared.provider.send(
                 model=prepared.model,
                 system=prepared.system,
                 messages=prepared.request,
@@ -125,19 +156,18 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
                 max_tokens=prepared.max_tokens,
             )
     except ProviderError as error:
-        failed = surviving_outages(
-            services.database,
-            partial(_unanswered, job_id=job_id, prepared=prepared, error=error, services=services),
-            seconds=settings.store_retry_seconds,
-        )
-        return _after_commit(failed, services)
-    storing = time.perf_counter()
-    stored = surviving_outages(
-        services.database,
-        lambda session: _answered(session, job_id, prepared, reply, services, started=storing),
-        seconds=settings.store_retry_seconds,
-    )
-    return _after_commit(stored, services)
+        return error
+
+
+def _store_surviving_outages(services: Services, work: Callable[[Session], T]) -> T:
+    return surviving_outages(services.database, work, seconds=services.settings.store_retry_seconds)
+
+
+def _learn_limits(job_id: int, services: Services) -> None:
+    """Before a job's first step, learn its model's limits from the provider (at most daily per model)."""
+    job = in_transaction(services.database, lambda session: session.get(Job, job_id))
+    if job is not None and job.step == 0 and job.strategy in CALIBRATED:
+        learn_limits(services.database, services.provider_for(job), model=job.model, profile=job.profile)
 
 
 def _begin(
@@ -160,6 +190,9 @@ def _begin(
         return _stop(session, job, f"stopped after {job.step} steps, the limit of this job", "steps", steps=job.step)
     if job.status == JobStatus.QUEUED:
         job.status, job.started_at = JobStatus.RUNNING, now()
+    if job.strategy in CALIBRATED:
+        known = learned_limits(session, job.model)
+        within_learned_limits(job, known[:2] if known else None)
     try:
         prepared = _prepare(session, job, services)
     except _NothingFits as nothing:
@@ -212,12 +245,14 @@ def _after_commit(done: _Done | Outcome, services: Services) -> Outcome:
 
 
 class _NothingFits(Exception):
-    """Even the smallest request we may send is over the budget."""
+    """Even the smallest request we may send is over the budget; ``first_fits`` says whether the job's first
+    message alone would fit (if not, the budget is too small, not the conversation too long)."""
 
-    def __init__(self, error: DoesNotFit, carried: list[dict[str, Any]]) -> None:
+    def __init__(self, error: DoesNotFit, carried: list[dict[str, Any]], *, first_fits: bool) -> None:
         super().__init__(str(error))
         self.error = error
         self.carried = carried
+        self.first_fits = first_fits
 
 
 def _parent_gone(session: Session, job: Job) -> bool:
@@ -239,7 +274,7 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
     every = [*outlines, *(outline(m, job.profile) for m in carried)]
     system, tools = system_prompt(job), tools_for(job)
     overhead = request_overhead(system, tools, job.profile)
-    calibrator = Calibrator.from_dict(job.calibration)
+    calibrator = Calibrator.from_dict(job.calibration, floor=services.settings.calibration_floor)
     factor = calibrator.factor if job.strategy in CALIBRATED else 1.0
     planning_budget = int(job.budget / factor)
     batching: Batching = "one" if job.strategy == "unbatched" else "four"
@@ -250,12 +285,13 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
             else plan(every, planning_budget, profile=job.profile, overhead=overhead, batching=batching)
         )
     except DoesNotFit as error:
-        raise _NothingFits(error, carried) from error
+        raise _NothingFits(error, carried, first_fits=every[0].tokens + overhead <= planning_budget) from error
     needed = [i for i in bodies_needed(chosen, every) if i < len(outlines)]
     bodies: dict[int, Any] = dict(message_bodies(session, job.id, needed))
     bodies.update({len(outlines) + i: message for i, message in enumerate(carried)})
     return _Prepared(
         step=job.step,
+        strategy=job.strategy,
         provider=services.provider_for(job),
         model=job.model,
         max_tokens=job.max_output_tokens,
@@ -312,9 +348,7 @@ def _answered(
     job.cache_read_tokens += usage.cache_read_tokens
     job.cache_write_tokens += usage.cache_write_tokens
     if job.strategy in CALIBRATED and prepared.chosen.tokens > 0:
-        calibrator = Calibrator.from_dict(job.calibration)
-        calibrator.observe(prepared.chosen.tokens, usage.total_input)
-        job.calibration = calibrator.to_dict()
+        _observe(session, job, estimated=prepared.chosen.tokens, reported=usage.total_input)
     step = prepared.step + 1
     assistant = {"role": "assistant", "content": reply.content}
     new_messages: list[dict[str, Any]] = [*prepared.carried, assistant]
@@ -377,6 +411,44 @@ def _answered(
         reported_tokens=usage.total_input,
     )
     return _Done(outcome, wake)
+
+
+def _observe(session: Session, job: Job, *, estimated: int, reported: int) -> None:
+    """Feed a reported count to the job's calibrator and to its model's, which later jobs start from."""
+    calibrator = Calibrator.from_dict(job.calibration)
+    calibrator.observe(estimated, reported)
+    job.calibration = calibrator.to_dict()
+    observe_model(session, job.model, job.profile, estimated=estimated, reported=reported)
+
+
+def _replanned(
+    session: Session, *, job_id: int, prepared: _Prepared, error: TooLong, services: Services
+) -> _Prepared | _Done | Outcome:
+    """After a rejection that said the request's real size (and maybe the model's window): correct the
+    calibration and the budget, then plan a new, smaller request. Where no smaller request would do (the
+    window leaves no room, or the new plan is no smaller), or nothing fits, the job ends as too long."""
+    job = _current(session, job_id, prepared.step)
+    if isinstance(job, Outcome):
+        return job
+    assert error.tokens is not None
+    _observe(session, job, estimated=prepared.chosen.tokens, reported=error.tokens)
+    allowed = job.budget if error.limit is None else min(job.budget, error.limit - job.max_output_tokens)
+    if allowed < MIN_BUDGET:
+        return _failed(session, job, error, services, prepared=prepared)
+    job.budget = allowed
+    if error.limit is not None:
+        job.hard_limit = min(job.hard_limit, error.limit)
+    rejected = (prepared.chosen.tokens, error.tokens)
+    try:
+        again = _prepare(session, job, services)
+    except _NothingFits as nothing:
+        return _failed(session, job, error, services, nothing=nothing, rejected=rejected)
+    if again is None:  # cannot happen: the subagents it waited for had finished when the step began
+        raise RuntimeError(f"job {job_id}: a re-plan found the job waiting")
+    if again.chosen.tokens * again.factor >= error.tokens:  # never the same request again
+        return _failed(session, job, error, services, prepared=prepared)
+    again.rejected, again.seconds = rejected, prepared.seconds
+    return again
 
 
 def _finish_with_parts(session: Session, job: Job) -> None:
@@ -481,6 +553,8 @@ def _step_record(
         dropped=prepared.chosen.dropped,
         stop_reason=reply.stop_reason if reply else stop,
         overhead_ms=round(seconds * 1000, 3),
+        rejected_estimate=prepared.rejected[0] if prepared.rejected else None,
+        rejected_tokens=prepared.rejected[1] if prepared.rejected else None,
     )
 
 
@@ -508,9 +582,12 @@ def _failed(
     *,
     prepared: _Prepared | None = None,
     nothing: _NothingFits | None = None,
+    rejected: tuple[int, int] | None = None,
 ) -> _Done:
     """Act on a failed request as the routing table says. The step's failed tries are counted on the job, so
     the limit holds however the retries were delivered."""
+    if nothing is not None and not nothing.first_fits:
+        return _budget_too_small(session, job, nothing)
     settings = services.settings
     tries = job.attempts + 1
     action = route(error, attempt=tries, max_attempts=settings.max_transient_retries + 1, locale=job.locale)
@@ -526,7 +603,7 @@ def _failed(
     if prepared is not None:
         session.add(_step_record(job, prepared, step, reply=None, seconds=prepared.seconds, stop=type(error).__name__))
     elif nothing is not None:
-        session.add(_unsent_step_record(job, step, nothing.error))
+        session.add(_unsent_step_record(job, step, nothing.error, rejected=rejected))
     why = error.message if tries == 1 else f"the request failed {tries} times in a row; the last time: {error.message}"
     _finish(job, JobStatus(action.job_status or JobStatus.FAILED), error=why)
     if action.notice:
@@ -536,7 +613,17 @@ def _failed(
     return _Done(outcome, _wake_parent(session, job), error if action.report_to_sentry else None)
 
 
-def _unsent_step_record(job: Job, step: int, error: DoesNotFit) -> Step:
+def _budget_too_small(session: Session, job: Job, nothing: _NothingFits) -> _Done:
+    """The first message alone does not fit the budget: no new chat would help, a bigger budget would."""
+    step = job.step + 1
+    session.add(_unsent_step_record(job, step, nothing.error))
+    why = f"the budget of {job.budget:,} tokens is too small for even the first message of the job"
+    _finish(job, JobStatus.FAILED, error=why)
+    _notify(session, job, stopped_notice("budget", job.locale, budget=job.budget))
+    return _Done(Outcome(job.id, "finished", job.step, job.status, stage="does_not_fit"), _wake_parent(session, job))
+
+
+def _unsent_step_record(job: Job, step: int, error: DoesNotFit, *, rejected: tuple[int, int] | None = None) -> Step:
     return Step(
         job_id=job.id,
         step=step,
@@ -546,4 +633,6 @@ def _unsent_step_record(job: Job, step: int, error: DoesNotFit) -> Step:
         estimated_tokens=error.needed,
         messages_sent=0,
         stop_reason="DoesNotFit",
+        rejected_estimate=rejected[0] if rejected else None,
+        rejected_tokens=rejected[1] if rejected else None,
     )

@@ -41,6 +41,16 @@ class AnthropicProvider:
             raise classify(exc, PROVIDER) from exc
         return checked_reply(_reply(message), PROVIDER)
 
+    def model_limits(self, model: str) -> tuple[int, int] | None:
+        """(context window, output limit) as the Models API gives them, or None where it does not say."""
+        try:
+            info = self._client.models.retrieve(model)
+        except anthropic.APIError as exc:
+            raise classify(exc, PROVIDER) from exc
+        if info.max_input_tokens is None or info.max_tokens is None:
+            return None
+        return info.max_input_tokens, info.max_tokens
+
 
 def _reply(message: anthropic.types.Message) -> Reply:
     usage = message.usage

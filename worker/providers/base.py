@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from worker.errors import TooLong
 
@@ -46,6 +46,13 @@ class Provider(Protocol):
         max_tokens: int,
     ) -> Reply:
         """Send one request; raise a ``worker.errors.ProviderError`` subclass when it fails."""
+        ...
+
+
+@runtime_checkable
+class KnowsLimits(Protocol):
+    def model_limits(self, model: str) -> tuple[int, int] | None:
+        """(context window, output limit) of ``model`` from the provider's models endpoint, if it says."""
         ...
 
 

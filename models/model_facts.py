@@ -1,0 +1,55 @@
+"""What Plimsoll learns about a model across jobs: its calibration and its limits."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy.dialects.postgresql import insert as postgres_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from models.tables import ModelFacts, now
+from plimsoll import Calibrator
+
+
+def facts_of(session: Session, model: str, profile: str) -> ModelFacts:
+    """The model's row, locked for this transaction; made on first use (concurrent makers both succeed)."""
+    insert = postgres_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    session.execute(
+        insert(ModelFacts)
+        .values(model=model, profile=profile, calibration={}, updated_at=now())
+        .on_conflict_do_nothing(index_elements=["model"])
+    )
+    facts = session.get_one(ModelFacts, model, with_for_update=True, populate_existing=True)
+    if facts.profile != profile:  # the catalogue gave the model another profile: what was learned is for the old one
+        facts.profile, facts.calibration = profile, {}
+    return facts
+
+
+def model_calibration(session: Session, model: str, profile: str) -> dict[str, object]:
+    """What earlier jobs of the model saw, for a new job to start from: their recent ratios (the job counts
+    its own observations). No lock: a snapshot is enough."""
+    facts = session.get(ModelFacts, model)
+    if facts is None or facts.profile != profile or not facts.calibration.get("recent"):
+        return {}
+    return {"recent": list(facts.calibration["recent"]), "observations": 0}
+
+
+def observe_model(session: Session, model: str, profile: str, *, estimated: int, reported: int) -> None:
+    facts = facts_of(session, model, profile)
+    calibrator = Calibrator.from_dict(facts.calibration)
+    calibrator.observe(estimated, reported)
+    facts.calibration = calibrator.to_dict()
+
+
+def learned_limits(session: Session, model: str) -> tuple[int, int, datetime | None] | None:
+    """(context limit, output limit, when checked) as the provider's models endpoint gave them, if known."""
+    facts = session.get(ModelFacts, model)
+    if facts is None or facts.context_limit is None or facts.max_output_tokens is None:
+        return None
+    return facts.context_limit, facts.max_output_tokens, facts.limits_checked_at
+
+
+def record_limits(session: Session, model: str, profile: str, *, context_limit: int, max_output_tokens: int) -> None:
+    facts = facts_of(session, model, profile)
+    facts.context_limit, facts.max_output_tokens, facts.limits_checked_at = context_limit, max_output_tokens, now()
