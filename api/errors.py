@@ -21,6 +21,10 @@ logger = logging.getLogger(__name__)
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status.HTTP_401_UNAUTHORIZED: {"model": ErrorBody, "description": "no API key, or an unknown or revoked one"},
     status.HTTP_404_NOT_FOUND: {"model": ErrorBody, "description": "no such object for this tenant"},
+    status.HTTP_413_CONTENT_TOO_LARGE: {
+        "model": ErrorBody,
+        "description": "the body is larger than the upload limit (room for one document of the largest size)",
+    },
     status.HTTP_422_UNPROCESSABLE_CONTENT: {"model": ErrorBody, "description": "the input is not acceptable"},
 }
 

@@ -46,7 +46,6 @@ UPLOAD_BODY: dict[str, Any] = {
     status_code=status.HTTP_201_CREATED,
     openapi_extra={"requestBody": UPLOAD_BODY},
     responses={
-        413: {"model": ErrorBody, "description": "the body is too large"},
         415: {"model": ErrorBody, "description": "neither JSON nor multipart form data"},
     },
 )
