@@ -68,6 +68,7 @@ class DemoReport:
     cleared_at_most: int  # results sent as the note in one request
     stage_reached: str
     cache_read_share: float
+    budget_use: float  # real input tokens / budget, averaged over the requests that had to clear results
     seconds: float
     overhead_ms_per_step: float
 
@@ -79,6 +80,7 @@ def run_demo(
     chars: int = 45_000,
     budget: int = 400_000,
     limit: int = 1_000_000,
+    calibration_floor: float | None = None,
     on_progress: Callable[[Progress], None] | None = None,
 ) -> DemoReport:
     """Run the demo in ``folder`` (a fresh SQLite database there) and report what happened."""
@@ -91,6 +93,8 @@ def run_demo(
     texts = {c.name: c.text for c in chapters(count, chars=chars)}
     with EmulatorServer(EmulatorConfig(limit=limit)) as emulator:
         settings = Settings(database_url=url, queue="inprocess", anthropic_base_url=emulator.base_url)
+        if calibration_floor is not None:
+            settings = settings.model_copy(update={"calibration_floor": calibration_floor})
         worker = InProcessWorker(lambda enqueue: make_services(enqueue, settings=settings, database=database))
         try:
             job_id = _submit(database, texts, budget)
@@ -163,6 +167,14 @@ def _report(
             cleared_at_most=max((len(s.cleared) for s in steps), default=0),
             stage_reached=max((s.stage for s in steps), key=STAGES.index, default="as_is"),
             cache_read_share=job.cache_read_tokens / total_input if total_input else 0.0,
+            budget_use=_budget_use(steps, job.budget),
             seconds=0.0,
             overhead_ms_per_step=sum(s.overhead_ms for s in steps) / len(steps) if steps else 0.0,
         )
+
+
+def _budget_use(steps: list[Step], budget: int) -> float:
+    """Real input tokens / budget over the steps that had to clear results: how much of the budget a request
+    uses once the conversation has outgrown it (the rest is what the estimate's margin wastes)."""
+    uses = [s.reported_input_tokens / budget for s in steps if s.stage != "as_is" and s.reported_input_tokens]
+    return sum(uses) / len(uses) if uses else 0.0
