@@ -13,7 +13,7 @@ from bench.budget_use import main
 def test_the_two_sided_calibrator_uses_more_of_the_budget_and_never_more_than_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    main(["--chapters", "16", "--chars", "12000", "--budget", "60000"])
+    main(["--chapters", "20", "--chars", "20000", "--budget", "100000"])
     out = capsys.readouterr().out
     found = re.search(r"two-sided vs one-sided: ([\d.]+) vs ([\d.]+)", out)
     assert found, out
