@@ -56,7 +56,7 @@ def test_a_bad_tokenizer_is_a_usage_error() -> None:
 
 
 def test_unknown_paths_get_json_errors(emulator: EmulatorServer) -> None:
-    missing = httpx.get(f"{emulator.base_url}/v1/models/none")
+    missing = httpx.get(f"{emulator.base_url}/v1/files/none")
     assert missing.status_code == 404
     assert missing.json()["error"]["type"] == "not_found_error"
     wrong_method = httpx.get(f"{emulator.base_url}/v1/messages")
@@ -75,3 +75,12 @@ def test_reset_can_keep_the_settings(emulator_reset: EmulatorServer) -> None:
     assert emulator_reset.configure()["limit"] == 1234
     emulator_reset.reset()
     assert emulator_reset.configure()["limit"] == 1_000_000
+
+
+def test_the_models_endpoint_gives_the_limit_and_the_output_limit(emulator_reset: EmulatorServer) -> None:
+    import anthropic
+
+    emulator_reset.configure(limit=123_456, max_output_tokens=7_000)
+    client = anthropic.Anthropic(api_key="any", base_url=emulator_reset.base_url)
+    info = client.models.retrieve("claude-sonnet-5-5")
+    assert (info.id, info.max_input_tokens, info.max_tokens) == ("claude-sonnet-5-5", 123_456, 7_000)
