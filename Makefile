@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# setuptools explains editable installs of a flat layout in a boxed UserWarning on every install; keep it quiet.
+QUIET_BUILD := PYTHONWARNINGS=ignore::UserWarning
 
 .PHONY: demo test lint bench install install-dev services clean
 
@@ -10,10 +12,10 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 install: $(BIN)/python  ## the service and its command, nothing for development
-	$(BIN)/pip install --quiet -e .
+	$(QUIET_BUILD) $(BIN)/pip install --quiet -e .
 
 install-dev: $(BIN)/python  ## everything the tests, linters and benchmarks need
-	$(BIN)/pip install --quiet -e ".[dev,bench]"
+	$(QUIET_BUILD) $(BIN)/pip install --quiet -e ".[dev,bench]"
 
 demo: install  ## the main job on the embedded defaults: SQLite, an in-process worker, the bundled emulator
 	$(BIN)/plimsoll demo
