@@ -52,8 +52,28 @@ async def not_found(_request: Request, exc: Exception) -> JSONResponse:
 async def malformed_request(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     problems = exc.errors()
+    broken = next((p for p in problems if p.get("type") == "json_invalid"), None)
+    if broken is not None:
+        return error(status.HTTP_422_UNPROCESSABLE_CONTENT, not_json(exc.body, broken))
     detail = "; ".join(f"{_where(p.get('loc', ()))}: {p.get('msg', 'invalid')}" for p in problems)
     return error(status.HTTP_422_UNPROCESSABLE_CONTENT, detail or "invalid request", jsonable_encoder(problems))
+
+
+def not_json(body: object, error: json.JSONDecodeError | dict[str, Any]) -> str:
+    """One message for a body that is not JSON, on every route: what is wrong and where (line and column).
+    ``error`` is the parser's exception, or FastAPI's ``json_invalid`` problem (its reason and character)."""
+    if isinstance(error, json.JSONDecodeError):
+        reason, text, position = error.msg, error.doc, error.pos
+    else:
+        reason = str((error.get("ctx") or {}).get("error") or "invalid JSON")
+        location = error.get("loc") or ()
+        position = location[-1] if location and isinstance(location[-1], int) else -1
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
+    if position < 0:
+        return f"the body is not valid JSON: {reason.lower()}"
+    line = text.count("\n", 0, position) + 1
+    column = position - (text.rfind("\n", 0, position) + 1) + 1
+    return f"the body is not valid JSON: {reason.lower()} at line {line} column {column}"
 
 
 async def unexpected(request: Request, exc: Exception) -> JSONResponse:
