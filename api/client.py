@@ -15,6 +15,7 @@ from api.schemas import (
     DocumentsCreated,
     DocumentView,
     Health,
+    JobCheck,
     JobIn,
     JobSummary,
     JobView,
@@ -72,8 +73,12 @@ class PlimsollClient:
 
     def upload_files(self, paths: Sequence[Path]) -> list[DocumentView]:
         """Upload files in one request: all are stored, or none (the error names the file refused)."""
+        return self.upload(paths).documents
+
+    def upload(self, paths: Sequence[Path]) -> DocumentsCreated:
+        """``upload_files``, also telling which documents were stored already (the same name and text)."""
         files = [("files", (path.name, path.read_bytes(), "text/plain; charset=utf-8")) for path in paths]
-        return self._send("POST", "/v1/documents", DocumentsCreated, files=files).documents
+        return self._send("POST", "/v1/documents", DocumentsCreated, files=files)
 
     def add_document(self, name: str, content: str) -> DocumentView:
         body = DocumentIn(name=name, content=content).model_dump()
@@ -81,6 +86,9 @@ class PlimsollClient:
 
     def documents(self, *, offset: int = 0, limit: int = 100) -> Page[DocumentView]:
         return self._send("GET", "/v1/documents", Page[DocumentView], params={"offset": offset, "limit": limit})
+
+    def delete_document(self, document_id: int) -> None:
+        self._request("DELETE", f"/v1/documents/{document_id}")
 
     # Jobs
 
@@ -94,6 +102,8 @@ class PlimsollClient:
         locale: str | None = None,
         strategy: str = "plimsoll",
         safety_net: bool = True,
+        max_steps: int | None = None,
+        max_input_tokens: int | None = None,
     ) -> JobView:
         job = JobIn(
             instruction=instruction,
@@ -103,14 +113,27 @@ class PlimsollClient:
             locale=locale,
             strategy=strategy,
             safety_net=safety_net,
+            max_steps=max_steps,
+            max_input_tokens=max_input_tokens,
         )
+        return self.submit_job(job)
+
+    def submit_job(self, job: JobIn) -> JobView:
         return self._send("POST", "/v1/jobs", JobView, json=job.model_dump(exclude_none=True))
+
+    def check_job(self, job: JobIn) -> JobCheck:
+        """Everything ``submit_job`` checks, nothing stored: ApiError if the job would be refused."""
+        return self._send("POST", "/v1/jobs/check", JobCheck, json=job.model_dump(exclude_none=True))
 
     def job(self, job_id: int) -> JobView:
         return self._send("GET", f"/v1/jobs/{job_id}", JobView)
 
-    def jobs(self, *, kind: str | None = None, offset: int = 0, limit: int = 100) -> Page[JobSummary]:
-        params: dict[str, Any] = {"offset": offset, "limit": limit} | ({"kind": kind} if kind else {})
+    def jobs(
+        self, *, kind: str | None = None, status: str | None = None, offset: int = 0, limit: int = 100
+    ) -> Page[JobSummary]:
+        params: dict[str, Any] = {"offset": offset, "limit": limit} | {
+            name: value for name, value in (("kind", kind), ("status", status)) if value
+        }
         return self._send("GET", "/v1/jobs", Page[JobSummary], params=params)
 
     def messages(self, job_id: int, *, offset: int = 0, limit: int = 100) -> Page[MessageView]:
@@ -151,13 +174,16 @@ class PlimsollClient:
         return self._send("GET", "/healthz", Health)
 
     def _send(self, method: str, path: str, answer: type[Model], **request: Any) -> Model:
+        return answer.model_validate(self._request(method, path, **request).json())
+
+    def _request(self, method: str, path: str, **request: Any) -> httpx.Response:
         try:
             response = self._http.request(method, path, **request)
         except httpx.TransportError as error:
             raise ApiUnreachable(f"no answer from the Plimsoll API at {self.base_url}: {error}") from error
         if response.is_error:
             raise ApiError(response.status_code, _detail(response))
-        return answer.model_validate(response.json())
+        return response
 
 
 def _detail(response: httpx.Response) -> str:

@@ -31,9 +31,11 @@ def document_of(session: Session, *, tenant_id: int, document_id: int) -> Docume
     return document
 
 
-def jobs_query(*, tenant_id: int, kind: str | None = None) -> Select[Job]:
+def jobs_query(*, tenant_id: int, kind: str | None = None, status: str | None = None) -> Select[Job]:
     query = select(Job).where(Job.tenant_id == tenant_id).order_by(Job.id.desc())
-    return query if kind is None else query.where(Job.kind == kind)
+    if kind is not None:
+        query = query.where(Job.kind == kind)
+    return query if status is None else query.where(Job.status == status)
 
 
 def locked_job_of(session: Session, *, tenant_id: int, job_id: int) -> Job:

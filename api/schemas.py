@@ -71,6 +71,10 @@ class DocumentView(Schema):
 
 class DocumentsCreated(BaseModel):
     documents: list[DocumentView]
+    reused: list[int] = Field(
+        default_factory=list,
+        description="ids of the documents answered that were stored already (the same name and text): not copied",
+    )
 
 
 # Jobs
@@ -101,6 +105,23 @@ class JobIn(Input):
         le=10**12,
         description="stop the job before its requests add up to more input tokens; default from the settings",
     )
+
+
+class ContinueIn(Input):
+    instruction: str = Field(min_length=1, description="the next step, for the new chat")
+    model: str | None = Field(default=None, description="default: the old job's model")
+    budget: int | None = Field(default=None, le=MAX_INT, description="default: the old job's budget")
+
+
+class JobCheck(BaseModel):
+    """What a job would be, had it been submitted: the defaults filled in, the checks passed."""
+
+    model: str
+    budget: int
+    hard_limit: int
+    max_steps: int
+    max_input_tokens: int
+    warnings: list[str] = Field(default_factory=list, description="e.g. the model is deprecated")
 
 
 class Progress(BaseModel):
@@ -184,6 +205,8 @@ class JobView(BaseModel):
     finished_at: datetime | None
     children: list[ChildJob] = Field(description="subagent jobs started by this job")
     warnings: list[str] = Field(default_factory=list, description="e.g. that the job's model is deprecated")
+    continued_from: int | None = Field(default=None, description="the job this one continues in a new chat")
+    continued_by: int | None = Field(default=None, description="the job that continues this one in a new chat")
 
 
 class MessageView(Schema):

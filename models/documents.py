@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from models.errors import InvalidInput, NotFound
+from models.errors import Conflict, InvalidInput, NotFound
 from models.settings import get_settings
-from models.tables import Document
+from models.tables import Document, Job, JobDocument, JobStatus
 from plimsoll import estimate_tokens
 
 MAX_NAME_CHARS = 255
@@ -24,7 +26,22 @@ def check_name(name: str) -> str:
     return name
 
 
+@dataclass(frozen=True)
+class Stored:
+    document: Document
+    reused: bool  # the same text under the same name was stored already: that document is answered
+
+
+def content_hash(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
 def add_document(session: Session, *, tenant_id: int, name: str, content: str) -> Document:
+    return store_document(session, tenant_id=tenant_id, name=name, content=content).document
+
+
+def store_document(session: Session, *, tenant_id: int, name: str, content: str) -> Stored:
+    """The tenant's document with this name and text: the one stored already, or a new one."""
     limit = get_settings().max_document_chars
     if not content.strip():
         raise InvalidInput(f"document {name!r} is empty")
@@ -32,16 +49,47 @@ def add_document(session: Session, *, tenant_id: int, name: str, content: str) -
         raise InvalidInput(f"document {name!r} has {len(content):,} characters; the limit is {limit:,}")
     if "\x00" in content:
         raise InvalidInput(f"document {name!r} contains NUL characters")
+    name = check_name(name)
+    digest = content_hash(content)
+    same = select(Document).where(
+        Document.tenant_id == tenant_id, Document.content_sha256 == digest, Document.name == name
+    )
+    existing = session.scalars(same.order_by(Document.id).limit(1)).first()
+    if existing is not None:
+        return Stored(existing, reused=True)
     document = Document(
         tenant_id=tenant_id,
-        name=check_name(name),
+        name=name,
         content=content,
         chars=len(content),
         token_estimate=estimate_tokens(content),
+        content_sha256=digest,
     )
     session.add(document)
     session.flush()
-    return document
+    return Stored(document, reused=False)
+
+
+def delete_document(session: Session, *, tenant_id: int, document_id: int) -> None:
+    """Delete the tenant's document; Conflict while a queued or running job may still read it. Finished jobs
+    keep their stored conversation, which holds what they read."""
+    query = select(Document).where(Document.id == document_id, Document.tenant_id == tenant_id).with_for_update()
+    document = session.scalars(query).one_or_none()
+    if document is None:
+        raise NotFound(f"no document with id {document_id}")
+    users = (
+        select(Job.id)
+        .join(JobDocument, JobDocument.job_id == Job.id)
+        .where(JobDocument.document_id == document_id, Job.status.in_((JobStatus.QUEUED, JobStatus.RUNNING)))
+    )
+    unfinished = list(session.scalars(users.order_by(Job.id)))
+    if unfinished:
+        raise Conflict(
+            f"document {document_id} is used by unfinished job {', '.join(map(str, unfinished))}: "
+            "cancel the job or wait until it finishes"
+        )
+    session.delete(document)
+    session.flush()
 
 
 def documents_of(session: Session, *, tenant_id: int, ids: Sequence[int]) -> list[Document]:

@@ -7,3 +7,7 @@ class InvalidInput(ValueError):
 
 class NotFound(LookupError):
     """No such object for this tenant (maps to 404; another tenant's objects are not found either)."""
+
+
+class Conflict(RuntimeError):
+    """The object is in a state that forbids the change (maps to 409)."""

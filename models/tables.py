@@ -74,7 +74,11 @@ class Document(Base):
     content: Mapped[str] = mapped_column(Text)
     chars: Mapped[int] = mapped_column(Integer)
     token_estimate: Mapped[int] = mapped_column(Integer)  # under the default ("claude") profile
+    # sha256 of the UTF-8 text: the same text uploaded again under the same name is the same document
+    content_sha256: Mapped[str | None] = mapped_column(String(64), default=None)
     created_at: Mapped[datetime] = mapped_column(default=now)
+
+    __table_args__ = (Index("ix_documents_tenant_sha256", "tenant_id", "content_sha256"),)
 
 
 class Job(Base):

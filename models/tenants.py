@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from models.errors import InvalidInput
-from models.tables import ApiKey, Tenant
+from models.errors import InvalidInput, NotFound
+from models.tables import ApiKey, Tenant, now
 
 KEY_PREFIX = "pls_"
 
@@ -41,3 +43,47 @@ def issue_key(session: Session, *, tenant_id: int, label: str = "") -> str:
 def tenant_for_key(session: Session, key: str) -> Tenant | None:
     api_key = session.scalar(select(ApiKey).where(ApiKey.key_hash == hash_key(key), ApiKey.revoked_at.is_(None)))
     return None if api_key is None else session.get(Tenant, api_key.tenant_id)
+
+
+@dataclass(frozen=True)
+class TenantRow:
+    id: int
+    name: str
+    created_at: datetime
+    active_keys: int
+    revoked_keys: int
+
+
+def tenants(session: Session) -> list[TenantRow]:
+    """Every tenant with how many of its keys work and how many are revoked, in the order created."""
+    active = func.count(ApiKey.id).filter(ApiKey.revoked_at.is_(None))
+    revoked = func.count(ApiKey.id).filter(ApiKey.revoked_at.is_not(None))
+    query = (
+        select(Tenant.id, Tenant.name, Tenant.created_at, active, revoked)
+        .outerjoin(ApiKey, ApiKey.tenant_id == Tenant.id)
+        .group_by(Tenant.id)
+        .order_by(Tenant.id)
+    )
+    return [TenantRow(*row) for row in session.execute(query)]
+
+
+def tenant_named(session: Session, name: str) -> Tenant:
+    tenant = session.scalar(select(Tenant).where(Tenant.name == name.strip()))
+    if tenant is None:
+        raise NotFound(f"no tenant named {name!r}")
+    return tenant
+
+
+def revoke_keys(session: Session, *, tenant_id: int) -> int:
+    """Revoke every working key of the tenant (its requests answer 401 from now on); how many were revoked."""
+    revoked = session.execute(
+        update(ApiKey).where(ApiKey.tenant_id == tenant_id, ApiKey.revoked_at.is_(None)).values(revoked_at=now())
+    )
+    return int(revoked.rowcount)  # type: ignore[attr-defined]
+
+
+def rotate_key(session: Session, *, tenant_id: int, keep_old: bool = False) -> str:
+    """A new key for the tenant; the old ones are revoked unless ``keep_old`` (to switch clients over first)."""
+    if not keep_old:
+        revoke_keys(session, tenant_id=tenant_id)
+    return issue_key(session, tenant_id=tenant_id, label="rotated")

@@ -20,8 +20,8 @@ from sqlalchemy import select
 from typer.testing import CliRunner, Result
 
 from api.app import create_app
-from api.cli import app as cli
 from api.client import PlimsollClient
+from cli.main import app as cli
 from models.db import Database
 from models.tables import ApiKey, Document, Job, JobStatus, Notice, Tenant
 from models.tenants import hash_key
@@ -315,7 +315,7 @@ def test_the_api_command_serves_the_app(database_url: str) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = [sys.executable, "-c", "from api.cli import app; app()", "api", "--port", str(port)]
+    command = [sys.executable, "-m", "cli", "api", "--port", str(port)]
     environment = os.environ | {"PLIMSOLL_DATABASE_URL": database_url}
     server = subprocess.Popen(command, cwd=ROOT, env=environment, stderr=subprocess.PIPE)
     try:

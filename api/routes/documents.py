@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Request, status
+from fastapi import APIRouter, HTTPException, Request, Response, status
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import SessionDep, TenantDep
-from api.errors import ERROR_RESPONSES
+from api.errors import ERROR_RESPONSES, not_json
 from api.queries import document_of, documents_query, page_of
 from api.routes.pagination import WindowDep, page
 from api.schemas import DocumentIn, DocumentsCreated, DocumentView, ErrorBody, Id, Page
 from api.uploads import NamedText, body_limit, parse_multipart, read_body, texts_of
-from models.documents import add_document
-from models.errors import InvalidInput
+from models.documents import delete_document, store_document
+from models.errors import Conflict, InvalidInput
 
 router = APIRouter(prefix="/v1/documents", tags=["documents"], responses=ERROR_RESPONSES)
 
@@ -51,7 +52,8 @@ UPLOAD_BODY: dict[str, Any] = {
 )
 async def upload_documents(request: Request, tenant: TenantDep, session: SessionDep) -> DocumentsCreated:
     """Store one document (JSON ``{"name", "content"}``) or several files (multipart, parts named ``files``).
-    All or nothing: if one file is refused, none is stored, and the error names it."""
+    All or nothing: if one file is refused, none is stored, and the error names it. The same text under the same
+    name as one of the tenant's documents is that document again (``reused``), not a copy."""
     body = await read_body(request, body_limit())
     content_type = request.headers.get("content-type", "")
     media_type = content_type.split(";", 1)[0].strip().lower()
@@ -69,7 +71,9 @@ async def upload_documents(request: Request, tenant: TenantDep, session: Session
 
 def _json_document(body: bytes) -> NamedText:
     try:
-        document = DocumentIn.model_validate_json(body)
+        document = DocumentIn.model_validate(json.loads(body))
+    except json.JSONDecodeError as error:
+        raise InvalidInput(not_json(body, error)) from None
     except ValidationError as error:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in error.errors())
         raise InvalidInput(f"expected JSON {{'name', 'content'}}: {problems}") from None
@@ -77,9 +81,12 @@ def _json_document(body: bytes) -> NamedText:
 
 
 def _store(session: Session, *, tenant_id: int, texts: list[NamedText]) -> DocumentsCreated:
-    documents = [add_document(session, tenant_id=tenant_id, name=t.name, content=t.content) for t in texts]
+    stored = [store_document(session, tenant_id=tenant_id, name=t.name, content=t.content) for t in texts]
     session.commit()
-    return DocumentsCreated(documents=[DocumentView.model_validate(d) for d in documents])
+    return DocumentsCreated(
+        documents=[DocumentView.model_validate(each.document) for each in stored],
+        reused=sorted({each.document.id for each in stored if each.reused}),
+    )
 
 
 @router.get("")
@@ -92,3 +99,19 @@ def list_documents(tenant: TenantDep, session: SessionDep, window: WindowDep) ->
 @router.get("/{document_id}")
 def get_document(document_id: Id, tenant: TenantDep, session: SessionDep) -> DocumentView:
     return DocumentView.model_validate(document_of(session, tenant_id=tenant.id, document_id=document_id))
+
+
+@router.delete(
+    "/{document_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses={409: {"model": ErrorBody, "description": "a queued or running job may still read the document"}},
+)
+def remove_document(document_id: Id, tenant: TenantDep, session: SessionDep) -> Response:
+    """Delete a document. Refused while a queued or running job uses it; finished jobs keep their history."""
+    try:
+        delete_document(session, tenant_id=tenant.id, document_id=document_id)
+    except Conflict as error:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(error)) from None
+    session.commit()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -12,8 +12,8 @@ from api.deps import EnqueueDep, SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
 from api.queries import jobs_query, locked_job_of, messages_query, page_of, steps_query
 from api.routes.pagination import WindowDep, page
-from api.schemas import ErrorBody, Id, JobIn, JobSummary, JobView, MessageView, Page, StepView
-from api.views import job_summary, job_view
+from api.schemas import ErrorBody, Id, JobCheck, JobIn, JobSummary, JobView, MessageView, Page, StepView
+from api.views import job_summary, job_view, model_warnings
 from models.jobs import create_job, job_of
 from models.tables import Job, JobKind, JobStatus, now
 
@@ -49,15 +49,46 @@ def submit_job(job_in: JobIn, tenant: TenantDep, session: SessionDep, enqueue: E
     return job_view(session, job)
 
 
+@router.post("/check")
+def check_job(job_in: JobIn, tenant: TenantDep, session: SessionDep) -> JobCheck:
+    """Everything ``POST /v1/jobs`` checks, with nothing stored or queued: a client can check a job before it
+    uploads the documents (send ``document_ids`` empty then) and learn the defaults it would get."""
+    job = create_job(
+        session,
+        tenant_id=tenant.id,
+        instruction=job_in.instruction,
+        document_ids=job_in.document_ids,
+        model=job_in.model,
+        budget=job_in.budget,
+        locale=job_in.locale,
+        strategy=job_in.strategy,
+        safety_net=job_in.safety_net,
+        max_steps=job_in.max_steps,
+        max_input_tokens=job_in.max_input_tokens,
+    )
+    check = JobCheck(
+        model=job.model,
+        budget=job.budget,
+        hard_limit=job.hard_limit,
+        max_steps=job.max_steps,
+        max_input_tokens=job.max_input_tokens,
+        warnings=model_warnings(job.model),
+    )
+    session.rollback()
+    return check
+
+
 @router.get("")
 def list_jobs(
     tenant: TenantDep,
     session: SessionDep,
     window: WindowDep,
     kind: Annotated[JobKind | None, Query(description="only main jobs or only subagents")] = None,
+    job_status: Annotated[JobStatus | None, Query(alias="status", description="only jobs in this status")] = None,
 ) -> Page[JobSummary]:
     """The tenant's jobs, newest first."""
-    rows, total = page_of(session, jobs_query(tenant_id=tenant.id, kind=kind), offset=window.offset, limit=window.limit)
+    query = jobs_query(tenant_id=tenant.id, kind=kind, status=job_status)
+    rows, total = page_of(session, query, offset=window.offset, limit=window.limit)
     return page([job_summary(job) for job in rows], total, window)
 
 

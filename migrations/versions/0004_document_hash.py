@@ -37,7 +37,7 @@ def _hash_existing_documents() -> None:
         if not rows:
             return
         for row in rows:
-            digest = hashlib.sha256(row.content.encode("utf-8", "surrogatepass")).hexdigest()
+            digest = hashlib.sha256(row.content.encode("utf-8")).hexdigest()
             connection.execute(sa.update(table).where(table.c.id == row.id).values(content_sha256=digest))
 
 

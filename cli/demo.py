@@ -1,4 +1,4 @@
-"""The ``plimsoll`` command: the API's commands (submit, watch, notices, api, tenant) and the worker's."""
+"""The demo: the main job on the embedded defaults, no services needed."""
 
 from __future__ import annotations
 
@@ -10,45 +10,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from api.cli import app as api_commands
-from models.migrate import upgrade
-from models.settings import get_settings
 from worker.demo import DemoReport, run_demo
 from worker.demo import Progress as DemoProgress
 
-app = typer.Typer(help="Plimsoll: long LLM agent work that never overflows the model's context.", no_args_is_help=True)
-app.add_typer(api_commands)
-
-
-@app.command()
-def worker(
-    concurrency: Annotated[int, typer.Option(help="Steps run at the same time in this worker.")] = 2,
-    loglevel: Annotated[str, typer.Option(help="Celery's log level.")] = "info",
-    beat: Annotated[
-        bool, typer.Option(help="Also run the reconciler's schedule (Celery beat) in this worker: one per service.")
-    ] = False,
-) -> None:
-    """Run a Celery worker that takes job steps from the broker."""
-    from worker.celery_app import app as celery
-
-    queue = celery.conf.task_default_queue
-    options = ["-Q", queue, "-E", f"--concurrency={concurrency}", f"--loglevel={loglevel}"]
-    celery.worker_main(["worker", *options, *(["--beat"] if beat else [])])
-
-
-@app.command()
-def beat(loglevel: Annotated[str, typer.Option(help="Celery's log level.")] = "info") -> None:
-    """Run Celery beat: every few seconds it asks a worker to queue again the jobs whose deadline passed."""
-    from worker.celery_app import app as celery
-
-    celery.start(["beat", f"--loglevel={loglevel}"])
-
-
-@app.command()
-def migrate() -> None:
-    """Bring the database (PLIMSOLL_DATABASE_URL) to the newest schema."""
-    upgrade(get_settings().database_url)
-    Console(stderr=True).print("The database is up to date.")
+app = typer.Typer()
 
 
 @app.command()

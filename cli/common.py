@@ -1,0 +1,54 @@
+"""What the commands share: the API options, the two consoles, JSON output, and failing with a clear message."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, NoReturn
+
+import typer
+from pydantic_core import to_json
+from rich.console import Console
+
+from api.client import ClientError, PlimsollClient
+
+ApiUrl = Annotated[str, typer.Option("--api-url", envvar="PLIMSOLL_API_URL", help="The Plimsoll API.")]
+ApiKey = Annotated[
+    str, typer.Option("--api-key", envvar="PLIMSOLL_API_KEY", help="The tenant's API key.", show_default=False)
+]
+Json = Annotated[bool, typer.Option("--json", help="Print one JSON document on standard output, for scripts.")]
+Interval = Annotated[float, typer.Option("--interval", min=0.01, help="Seconds between two looks at the job.")]
+Offset = Annotated[int, typer.Option(min=0, help="Skip this many items.")]
+Limit = Annotated[int, typer.Option(min=1, max=1000, help="Show at most this many items.")]
+JobId = Annotated[int, typer.Argument(min=1, help="The job's id.")]
+
+
+def consoles() -> tuple[Console, Console]:
+    """(standard output, standard error), looked up at each call so that redirection in tests is seen."""
+    return Console(), Console(stderr=True)
+
+
+def fail(message: str) -> NoReturn:
+    Console(stderr=True).print(f"[red]Error:[/red] {message}", highlight=False, soft_wrap=True, markup=True)
+    raise typer.Exit(1)
+
+
+@contextmanager
+def api(url: str, key: str) -> Iterator[PlimsollClient]:
+    """A client of the API; a refusal or no answer ends the command with exit code 1 and the reason."""
+    try:
+        with PlimsollClient(url, key) as client:
+            yield client
+    except ClientError as error:
+        fail(str(error))
+
+
+def print_json(value: Any) -> None:
+    """Exactly one JSON document on standard output (models, lists and dicts of them, dates), whatever the
+    terminal."""
+    typer.echo(to_json(value, indent=2).decode())
+
+
+def plain(console: Console, text: str, **style: Any) -> None:
+    """Text as it is: never read as rich markup, never highlighted."""
+    console.print(text, markup=False, highlight=False, soft_wrap=True, **style)

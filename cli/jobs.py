@@ -1,0 +1,281 @@
+"""Jobs: submit, watch, jobs, cancel, steps, messages."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from api.client import DEFAULT_API_URL, ApiUnreachable, ClientError, PlimsollClient
+from api.schemas import DocumentsCreated, JobIn, JobView, MessageView
+from api.watch import FINISHED, watch_job
+from cli.common import ApiKey, ApiUrl, Interval, JobId, Json, Limit, Offset, api, consoles, plain, print_json
+from models.tables import JobStatus
+
+app = typer.Typer()
+
+SHOWN_CHARS = 2_000  # of one message block, in the terminal; --json has everything
+
+
+def exit_code(job: JobView) -> int:
+    """0 if the job succeeded; 1 if it failed, needs a new chat, is incomplete or was cancelled."""
+    return 0 if job.status == JobStatus.SUCCEEDED else 1
+
+
+@app.command()
+def submit(
+    files: Annotated[
+        list[Path],
+        typer.Argument(exists=True, dir_okay=False, readable=True, help="UTF-8 text files the job may read."),
+    ],
+    instruction: Annotated[str, typer.Option("--instruction", "-i", help="What the agent should do.")],
+    api_key: ApiKey,
+    model: Annotated[str | None, typer.Option(help="A model of the catalogue (default: the server's).")] = None,
+    budget: Annotated[int | None, typer.Option(help="Input tokens per request (default: the model's).")] = None,
+    locale: Annotated[
+        str | None, typer.Option(help="The language of the notices, e.g. en or cs (default: the server's).")
+    ] = None,
+    strategy: Annotated[
+        str, typer.Option(help="plimsoll, or original / legacy / unbatched to reproduce the old failures.")
+    ] = "plimsoll",
+    safety_net: Annotated[
+        bool, typer.Option("--safety-net/--no-safety-net", help="Tell the agent that old tool results are cleared.")
+    ] = True,
+    max_steps: Annotated[int | None, typer.Option(help="Stop the job after this many steps.")] = None,
+    max_input_tokens: Annotated[
+        int | None, typer.Option(help="Stop the job before its requests add up to more input tokens.")
+    ] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Watch the job until it finishes.")] = False,
+    interval: Interval = 1.0,
+    as_json: Json = False,
+    api_url: ApiUrl = DEFAULT_API_URL,
+) -> None:
+    """Check the job, upload FILES, create the job over them, and print its id.
+
+    A job the API refuses leaves no new document behind."""
+    out, err = consoles()
+    try:
+        job = JobIn(
+            instruction=instruction,
+            model=model,
+            budget=budget,
+            locale=locale,
+            strategy=strategy,
+            safety_net=safety_net,
+            max_steps=max_steps,
+            max_input_tokens=max_input_tokens,
+        )
+    except ValidationError as error:
+        problems = "; ".join(f"--{'-'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        err.print(f"Error: {problems}", highlight=False, markup=False)
+        raise typer.Exit(2) from None
+    with api(api_url, api_key) as client:
+        client.check_job(job)  # before anything is uploaded: nothing to clean up when it is refused
+        uploaded = client.upload(files)
+        created = _create(client, job.model_copy(update={"document_ids": [d.id for d in uploaded.documents]}), uploaded)
+        again = f" ({len(uploaded.reused)} stored already)" if uploaded.reused else ""
+        err.print(
+            f"Job {created.id} queued: {len(uploaded.documents)} documents{again}, {created.model}, "
+            f"budget {created.budget:,} tokens.",
+            highlight=False,
+        )
+        for warning in created.warnings:
+            plain(err, f"Warning: {warning}", style="yellow")
+        if not wait:
+            if as_json:
+                print_json(created)
+            else:
+                plain(out, str(created.id))
+            return
+        if as_json:
+            finished = wait_quietly(client, created.id, interval=interval)
+            print_json(finished)
+            raise typer.Exit(exit_code(finished))
+        plain(out, str(created.id))
+        raise typer.Exit(watch_job(client, created.id, display=err, output=out, interval=interval))
+
+
+def _create(client: PlimsollClient, job: JobIn, uploaded: DocumentsCreated) -> JobView:
+    """The job; if the API refuses it after all, the documents this upload added are deleted again."""
+    try:
+        return client.submit_job(job)
+    except ClientError:
+        for document in uploaded.documents:
+            if document.id not in uploaded.reused:
+                # The refusal is what the person needs to read; a document left over is harmless.
+                with contextlib.suppress(ClientError):
+                    client.delete_document(document.id)
+        raise
+
+
+def wait_quietly(client: PlimsollClient, job_id: int, *, interval: float) -> JobView:
+    """Poll until the job finishes, showing nothing (for --json)."""
+    job = client.job(job_id)
+    while job.status not in FINISHED:
+        time.sleep(interval)
+        try:
+            job = client.job(job_id)
+        except ApiUnreachable:  # the API restarting must not end the wait
+            continue
+    return job
+
+
+@app.command()
+def watch(job: JobId, api_key: ApiKey, interval: Interval = 1.0, as_json: Json = False,
+          api_url: ApiUrl = DEFAULT_API_URL) -> None:  # fmt: skip
+    """Follow a job until it finishes, then print its answer or its notice (exit code 0 only if it succeeded)."""
+    out, err = consoles()
+    with api(api_url, api_key) as client:
+        try:
+            if as_json:
+                finished = wait_quietly(client, job, interval=interval)
+                print_json(finished)
+                code = exit_code(finished)
+            else:
+                code = watch_job(client, job, display=err, output=out, interval=interval)
+        except KeyboardInterrupt:
+            err.print(f"Stopped watching; job {job} goes on.")
+            raise typer.Exit(130) from None
+    raise typer.Exit(code)
+
+
+@app.command("jobs")
+def list_jobs(
+    api_key: ApiKey,
+    status: Annotated[JobStatus | None, typer.Option(help="Only jobs in this status.")] = None,
+    subagents: Annotated[bool, typer.Option("--subagents", help="Also the subagents' jobs.")] = False,
+    offset: Offset = 0,
+    limit: Limit = 20,
+    as_json: Json = False,
+    api_url: ApiUrl = DEFAULT_API_URL,
+) -> None:
+    """The tenant's jobs, newest first."""
+    out, err = consoles()
+    with api(api_url, api_key) as client:
+        kind = None if subagents else "main"
+        page = client.jobs(kind=kind, status=status.value if status else None, offset=offset, limit=limit)
+    if as_json:
+        print_json(page)
+        return
+    if not page.items:
+        err.print("No jobs." if page.total == 0 else f"No jobs past {offset:,} of {page.total:,}.")
+        return
+    table = Table("id", "status", "model", "steps", "created (UTC)", "instruction", box=None, highlight=False)
+    for job in page.items:
+        parent = f" (of {job.parent_id})" if job.parent_id else ""
+        table.add_row(
+            f"{job.id}{parent}", job.status, job.model, f"{job.steps_done:,}", f"{job.created_at:%Y-%m-%d %H:%M}",
+            job.instruction_excerpt,
+        )  # fmt: skip
+    out.print(table)
+    _more(err, shown=len(page.items), offset=offset, total=page.total)
+
+
+@app.command()
+def cancel(job: JobId, api_key: ApiKey, as_json: Json = False, api_url: ApiUrl = DEFAULT_API_URL) -> None:
+    """Cancel a queued or running job and its unfinished subagents."""
+    _out, err = consoles()
+    with api(api_url, api_key) as client:
+        cancelled = client.cancel(job)
+    if as_json:
+        print_json(cancelled)
+    else:
+        err.print(f"Job {cancelled.id} cancelled.")
+
+
+@app.command()
+def steps(
+    job: JobId,
+    api_key: ApiKey,
+    offset: Offset = 0,
+    limit: Limit = 100,
+    as_json: Json = False,
+    api_url: ApiUrl = DEFAULT_API_URL,
+) -> None:
+    """What each step of a job sent: the fitting stage, tokens estimated and reported, results cleared."""
+    out, err = consoles()
+    with api(api_url, api_key) as client:
+        page = client.steps(job, offset=offset, limit=limit)
+    if as_json:
+        print_json(page)
+        return
+    if not page.items:
+        err.print(f"Job {job} has no steps{' there' if page.total else ' yet'}.")
+        return
+    columns = ("step", "stage", "estimated", "reported", "planning budget", "cleared", "dropped", "stop")
+    table = Table(*columns, box=None, highlight=False)
+    for step in page.items:
+        reported = "–" if step.reported_input_tokens is None else f"{step.reported_input_tokens:,}"
+        table.add_row(
+            str(step.step), step.stage, f"{step.estimated_tokens:,}", reported, f"{step.planning_budget:,}",
+            str(len(step.cleared)), str(step.dropped), step.stop_reason or "–",
+        )  # fmt: skip
+    out.print(table)
+    _more(err, shown=len(page.items), offset=offset, total=page.total)
+
+
+@app.command()
+def messages(
+    job: JobId,
+    api_key: ApiKey,
+    offset: Offset = 0,
+    limit: Limit = 20,
+    as_json: Json = False,
+    api_url: ApiUrl = DEFAULT_API_URL,
+) -> None:
+    """A job's stored conversation, in order, a page at a time.
+
+    Long blocks are shortened; --json has them whole."""
+    out, err = consoles()
+    with api(api_url, api_key) as client:
+        page = client.messages(job, offset=offset, limit=limit)
+    if as_json:
+        print_json(page)
+        return
+    for message in page.items:
+        out.print(f"#{message.seq} · step {message.step} · {message.role}", style="bold", highlight=False)
+        for line in message_lines(message):
+            plain(out, line)
+        out.print()
+    if not page.items:
+        err.print(f"Job {job} has no messages{' there' if page.total else ''}.")
+    _more(err, shown=len(page.items), offset=offset, total=page.total)
+
+
+def message_lines(message: MessageView) -> list[str]:
+    if isinstance(message.content, str):
+        return [_shortened(message.content)]
+    return [_block_line(block) for block in message.content]
+
+
+def _block_line(block: dict[str, Any]) -> str:
+    kind = block.get("type")
+    if kind == "text":
+        return _shortened(str(block.get("text", "")))
+    if kind == "tool_use":
+        arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
+        return f"[tool_use {block.get('id', '')}] {block.get('name', '')}({_shortened(arguments)})"
+    if kind == "tool_result":
+        content = block.get("content", "")
+        if isinstance(content, list):
+            content = "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+        return f"[tool_result {block.get('tool_use_id', '')}] {_shortened(str(content))}"
+    return _shortened(json.dumps(block, ensure_ascii=False))
+
+
+def _shortened(text: str) -> str:
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return f"{text[:SHOWN_CHARS]}… ({len(text) - SHOWN_CHARS:,} more characters; --json shows all)"
+
+
+def _more(err: Console, *, shown: int, offset: int, total: int) -> None:
+    if offset + shown < total:
+        err.print(f"{offset + 1:,}–{offset + shown:,} of {total:,}; the next page: --offset {offset + shown}")

@@ -1,0 +1,54 @@
+"""Running the service: the API, a worker, Celery beat, the migrations."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+import uvicorn
+from rich.console import Console
+
+from models.migrate import upgrade
+from models.settings import get_settings
+
+app = typer.Typer()
+
+
+@app.command("api")
+def serve(
+    host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="The port to listen on.")] = 8000,
+) -> None:
+    """Serve the HTTP API (uvicorn, api.app:app) on the settings' database."""
+    uvicorn.run("api.app:app", host=host, port=port, proxy_headers=True)
+
+
+@app.command()
+def worker(
+    concurrency: Annotated[int, typer.Option(help="Steps run at the same time in this worker.")] = 2,
+    loglevel: Annotated[str, typer.Option(help="Celery's log level.")] = "info",
+    beat: Annotated[
+        bool, typer.Option(help="Also run the reconciler's schedule (Celery beat) in this worker: one per service.")
+    ] = False,
+) -> None:
+    """Run a Celery worker that takes job steps from the broker."""
+    from worker.celery_app import app as celery
+
+    queue = celery.conf.task_default_queue
+    options = ["-Q", queue, "-E", f"--concurrency={concurrency}", f"--loglevel={loglevel}"]
+    celery.worker_main(["worker", *options, *(["--beat"] if beat else [])])
+
+
+@app.command()
+def beat(loglevel: Annotated[str, typer.Option(help="Celery's log level.")] = "info") -> None:
+    """Run Celery beat: every few seconds it asks a worker to queue again the jobs whose deadline passed."""
+    from worker.celery_app import app as celery
+
+    celery.start(["beat", f"--loglevel={loglevel}"])
+
+
+@app.command()
+def migrate() -> None:
+    """Bring the database (PLIMSOLL_DATABASE_URL) to the newest schema."""
+    upgrade(get_settings().database_url)
+    Console(stderr=True).print("The database is up to date.")

@@ -1,0 +1,111 @@
+"""Tenants and their API keys, for the operator: on the database directly (PLIMSOLL_DATABASE_URL), no API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from typing import Annotated
+
+import typer
+from rich.table import Table
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from cli.common import Json, consoles, fail, plain, print_json
+from models.db import Database, get_database
+from models.errors import InvalidInput, NotFound
+from models.tenants import create_tenant, revoke_keys, rotate_key, tenant_named, tenants
+
+app = typer.Typer(help="Tenants and their API keys (works on the database directly).", no_args_is_help=True)
+
+DatabaseUrl = Annotated[
+    str | None, typer.Option(help="The database (default: PLIMSOLL_DATABASE_URL from the settings).")
+]
+Name = Annotated[str, typer.Argument(help="The tenant's name.")]
+
+
+@contextmanager
+def session_on(database_url: str | None) -> Iterator[Session]:
+    """A session committed at the end; the data functions' refusals and database errors end the command."""
+    database = Database(database_url) if database_url else get_database()
+    try:
+        with database.session() as session:
+            yield session
+    except (InvalidInput, NotFound) as error:
+        fail(str(error))
+    except SQLAlchemyError as error:
+        reason = f"{error.__class__.__name__}: {error.args[0] if error.args else error}"
+        fail(f"the database refused: {reason}. Check PLIMSOLL_DATABASE_URL, and that the migrations have run.")
+    finally:
+        if database_url:
+            database.dispose()
+
+
+@app.command("create")
+def create(name: Name, as_json: Json = False, database_url: DatabaseUrl = None) -> None:
+    """Create a tenant and print its API key. The key is shown this once: only its hash is stored."""
+    out, err = consoles()
+    with session_on(database_url) as session:
+        tenant, key = create_tenant(session, name=name)
+        tenant_id, tenant_name = tenant.id, tenant.name
+    if as_json:
+        print_json({"id": tenant_id, "name": tenant_name, "api_key": key})
+        return
+    err.print(f"Tenant {tenant_name!r} created (id {tenant_id}). Its API key, shown only this once:", highlight=False)
+    plain(out, key)
+
+
+@app.command("list")
+def list_tenants(as_json: Json = False, database_url: DatabaseUrl = None) -> None:
+    """Every tenant, with how many of its API keys work and how many are revoked."""
+    out, err = consoles()
+    with session_on(database_url) as session:
+        rows = tenants(session)
+    if as_json:
+        print_json([asdict(row) for row in rows])
+        return
+    if not rows:
+        err.print("No tenants.")
+        return
+    table = Table("id", "name", "created (UTC)", "keys", "revoked", box=None, highlight=False)
+    for row in rows:
+        table.add_row(
+            str(row.id), row.name, f"{row.created_at:%Y-%m-%d %H:%M}", str(row.active_keys), str(row.revoked_keys)
+        )
+    out.print(table)
+
+
+@app.command("revoke")
+def revoke(name: Name, as_json: Json = False, database_url: DatabaseUrl = None) -> None:
+    """Revoke every API key of the tenant: its requests are refused (401) until a key is issued with rotate-key."""
+    _out, err = consoles()
+    with session_on(database_url) as session:
+        tenant = tenant_named(session, name)
+        count = revoke_keys(session, tenant_id=tenant.id)
+    if as_json:
+        print_json({"name": name, "revoked": count})
+        return
+    err.print(f"{count} key{'' if count == 1 else 's'} of tenant {name!r} revoked.", highlight=False)
+
+
+@app.command("rotate-key")
+def rotate(
+    name: Name,
+    keep_old: Annotated[
+        bool, typer.Option("--keep-old", help="Keep the old keys working (revoke them later, with revoke).")
+    ] = False,
+    as_json: Json = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Issue a new API key for the tenant and print it (shown this once); the old keys stop working."""
+    out, err = consoles()
+    with session_on(database_url) as session:
+        tenant = tenant_named(session, name)
+        key = rotate_key(session, tenant_id=tenant.id, keep_old=keep_old)
+    if as_json:
+        print_json({"name": name, "api_key": key, "old_keys_revoked": not keep_old})
+        return
+    old = "The old keys still work." if keep_old else "The old keys no longer work."
+    err.print(f"A new key for tenant {name!r}, shown only this once. {old}", highlight=False)
+    plain(out, key)
