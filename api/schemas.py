@@ -111,6 +111,7 @@ class ContinueIn(Input):
     instruction: str = Field(min_length=1, description="the next step, for the new chat")
     model: str | None = Field(default=None, description="default: the old job's model")
     budget: int | None = Field(default=None, le=MAX_INT, description="default: the old job's budget")
+    strategy: str = Field(default="plimsoll", description="how the new job fits its requests")
 
 
 class JobCheck(BaseModel):

@@ -6,6 +6,7 @@ from sqlalchemy.orm import Session
 
 from api.schemas import ChildJob, JobSummary, JobView, LastRequest, Limits, Progress, Usage
 from models.catalogue import CATALOGUE, deprecation_warning
+from models.continuation import continuation_of
 from models.history import documents_read
 from models.jobs import children_of, last_step
 from models.tables import Job, Step
@@ -48,6 +49,8 @@ def job_view(session: Session, job: Job) -> JobView:
         finished_at=job.finished_at,
         children=[ChildJob.model_validate(child) for child in children],
         warnings=model_warnings(job.model),
+        continued_from=job.continued_from_id,
+        continued_by=continuation.id if (continuation := continuation_of(session, job.id)) else None,
     )
 
 

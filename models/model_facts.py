@@ -13,14 +13,16 @@ from plimsoll import Calibrator
 
 
 def facts_of(session: Session, model: str, profile: str) -> ModelFacts:
-    """The model's row, locked for this transaction; made on first use (concurrent makers both succeed)."""
+    """The model's row, locked for this transaction: one upsert makes it on first use or locks the existing one
+    (concurrent makers both succeed, and both get the row)."""
     insert = postgres_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    session.execute(
+    upsert = (
         insert(ModelFacts)
         .values(model=model, profile=profile, calibration={}, updated_at=now())
-        .on_conflict_do_nothing(index_elements=["model"])
+        .on_conflict_do_update(index_elements=["model"], set_={"updated_at": now()})
+        .returning(ModelFacts)
     )
-    facts = session.get_one(ModelFacts, model, with_for_update=True, populate_existing=True)
+    facts = session.scalars(upsert, execution_options={"populate_existing": True}).one()
     if facts.profile != profile:  # the catalogue gave the model another profile: what was learned is for the old one
         facts.profile, facts.calibration = profile, {}
     return facts

@@ -89,6 +89,10 @@ class Job(Base):
     kind: Mapped[str] = mapped_column(String(16), default=JobKind.MAIN)
     parent_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
     parent_tool_use_id: Mapped[str | None] = mapped_column(String(128))  # the delegate call this job answers
+    # The job this one continues in a new chat (the old one grew too long, or failed, or the person moved on).
+    continued_from_id: Mapped[int | None] = mapped_column(
+        ForeignKey("jobs.id", ondelete="SET NULL"), index=True, unique=True, default=None
+    )
     instruction: Mapped[str] = mapped_column(Text)
     model: Mapped[str] = mapped_column(String(100))
     provider: Mapped[str] = mapped_column(String(32))

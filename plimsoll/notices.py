@@ -29,10 +29,17 @@ TOO_LONG_NOTICES: dict[str, str] = {
         "This conversation is too long for the model to process at once. Start a new chat for the next step "
         "— everything you've created so far stays."
     ),
+    # Polite ("vy") and gender-neutral: no past participle that would need a gender.
     "cs": (
-        "Tato konverzace je pro model příliš dlouhá, aby ji zpracoval najednou. Pro další krok začni nový chat "
-        "– všechno, co jsi zatím vytvořil, zůstane."
+        "Tato konverzace je pro model příliš dlouhá, aby ji zpracoval najednou. Pro další krok začněte nový chat "
+        "– vše dosud vytvořené zůstane zachováno."
     ),
+}
+
+# Where the person starts that new chat: the command line and the API.
+CONTINUE_HINTS: dict[str, str] = {
+    "en": 'To go on in a new chat: plimsoll continue {job} -i "the next step" (API: POST /v1/jobs/{job}/continue).',
+    "cs": 'Nový chat zahájíte příkazem: plimsoll continue {job} -i "další krok" (API: POST /v1/jobs/{job}/continue).',
 }
 
 TOO_LONG_NOTICE = TOO_LONG_NOTICES["en"]
@@ -42,6 +49,12 @@ def too_long_notice(locale: str | None = None) -> str:
     """The too-long notice in the person's language: ``"cs"``, ``"cs-CZ"`` or ``"cs_CZ"`` give Czech;
     anything unknown (or nothing) gives English."""
     return TOO_LONG_NOTICES.get(_language(locale), TOO_LONG_NOTICE)
+
+
+def new_chat_notice(job_id: int, locale: str | None = None) -> str:
+    """The too-long notice with where to start the new chat for job ``job_id``."""
+    hint = CONTINUE_HINTS.get(_language(locale), CONTINUE_HINTS["en"])
+    return f"{too_long_notice(locale)}\n\n{hint.format(job=job_id)}"
 
 
 def _language(locale: str | None) -> str:

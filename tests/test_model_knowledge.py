@@ -19,7 +19,7 @@ from models.history import append_messages
 from models.jobs import create_job, steps_of
 from models.tables import Job, JobStatus, ModelFacts, Notice
 from models.tenants import create_tenant
-from plimsoll.notices import TOO_LONG_NOTICE
+from plimsoll.notices import new_chat_notice
 from tests.fixtures_emulator import TEST_API_KEY
 from tests.test_worker_steps import new_job, run_to_end, services
 from worker.errors import TooLong
@@ -84,7 +84,7 @@ def test_a_step_plans_again_at_most_once_then_the_job_needs_a_new_chat(database:
     assert job.status == JobStatus.NEEDS_NEW_CHAT
     assert step.rejected_tokens == 40_000 and step.rejected_estimate is not None
     assert step.stop_reason == "TooLong"
-    assert notices == [TOO_LONG_NOTICE]
+    assert notices == [new_chat_notice(job_id)]
 
 
 def test_the_catalogue_marks_what_the_installed_sdk_deprecates() -> None:

@@ -22,7 +22,7 @@ from models.jobs import create_job, steps_of
 from models.tables import Job, JobKind, JobStatus, Notice
 from models.tenants import create_tenant
 from plimsoll import estimate_message
-from plimsoll.notices import TOO_LONG_NOTICE
+from plimsoll.notices import TOO_LONG_NOTICE, new_chat_notice
 from worker.chapters import chapters
 from worker.queue import enqueue_step
 
@@ -133,7 +133,8 @@ def test_a_too_long_rejection_becomes_one_notice_without_retry_or_alert(
     assert set(stats["rejections"]) <= {"too_long", "too_long_with_max_tokens"}
     with database.session() as session:
         notices = list(session.scalars(select(Notice).where(Notice.job_id == job_id)))
-    assert [n.text for n in notices] == [TOO_LONG_NOTICE]
+    assert [n.text for n in notices] == [new_chat_notice(job_id)]
+    assert notices[0].text.startswith(TOO_LONG_NOTICE)
     assert job.retries == 0
     assert sentry_events == []
 

@@ -42,7 +42,7 @@ from plimsoll import (
 from plimsoll.baselines import legacy_plan
 from plimsoll.fitting import Batching
 from plimsoll.messages import BLOCK_OVERHEAD, MESSAGE_OVERHEAD
-from plimsoll.notices import stopped_notice
+from plimsoll.notices import new_chat_notice, stopped_notice
 from worker.errors import ProviderError, TooLong
 from worker.lease import Heartbeat, deadline, held_by_another, release
 from worker.model_limits import learn_limits, within_learned_limits
@@ -607,9 +607,10 @@ def _failed(
     why = error.message if tries == 1 else f"the request failed {tries} times in a row; the last time: {error.message}"
     _finish(job, JobStatus(action.job_status or JobStatus.FAILED), error=why)
     if action.notice:
-        _notify(session, job, action.notice)
+        notice = new_chat_notice(job.id, job.locale) if job.status == JobStatus.NEEDS_NEW_CHAT else action.notice
+        _notify(session, job, notice)
     stage = prepared.chosen.stage if prepared else "does_not_fit"
-    outcome = Outcome(job.id, "finished", job.step, job.status, stage=stage)
+    outcome = Outcome(job.id, "finished", step, job.status, stage=stage)  # the step of the record written above
     return _Done(outcome, _wake_parent(session, job), error if action.report_to_sentry else None)
 
 
@@ -620,7 +621,7 @@ def _budget_too_small(session: Session, job: Job, nothing: _NothingFits) -> _Don
     why = f"the budget of {job.budget:,} tokens is too small for even the first message of the job"
     _finish(job, JobStatus.FAILED, error=why)
     _notify(session, job, stopped_notice("budget", job.locale, budget=job.budget))
-    return _Done(Outcome(job.id, "finished", job.step, job.status, stage="does_not_fit"), _wake_parent(session, job))
+    return _Done(Outcome(job.id, "finished", step, job.status, stage="does_not_fit"), _wake_parent(session, job))
 
 
 def _unsent_step_record(job: Job, step: int, error: DoesNotFit, *, rejected: tuple[int, int] | None = None) -> Step:

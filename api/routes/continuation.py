@@ -1,0 +1,48 @@
+"""Starting a new chat from a job that ended: the next step, with a hand-over of the old job."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import APIRouter, HTTPException, status
+
+from api.deps import EnqueueDep, SessionDep, TenantDep
+from api.errors import ERROR_RESPONSES
+from api.schemas import ContinueIn, ErrorBody, Id, JobView
+from api.views import job_view
+from models.continuation import continue_job
+from models.errors import Conflict
+
+logger = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
+
+
+@router.post(
+    "/{job_id}/continue",
+    status_code=status.HTTP_201_CREATED,
+    responses={409: {"model": ErrorBody, "description": "the job has not ended, is a subagent, or was continued"}},
+)
+def continue_in_a_new_chat(
+    job_id: Id, next_step: ContinueIn, tenant: TenantDep, session: SessionDep, enqueue: EnqueueDep
+) -> JobView:
+    """A new job over the same documents, starting from a hand-over of this one (what it was asked, what it
+    produced, what it left to do) and the next step. The two jobs link to each other."""
+    try:
+        job = continue_job(
+            session,
+            tenant_id=tenant.id,
+            job_id=job_id,
+            instruction=next_step.instruction,
+            budget=next_step.budget,
+            model=next_step.model,
+            strategy=next_step.strategy,
+        )
+    except Conflict as conflict:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(conflict)) from None
+    session.commit()
+    try:
+        enqueue(job.id)
+    except Exception as error:  # the job has a deadline: the reconciler queues it when the broker is back
+        logger.warning("job %s: first step not queued (%s); the reconciler will", job.id, type(error).__name__)
+    return job_view(session, job)

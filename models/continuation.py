@@ -1,0 +1,95 @@
+"""Starting a new chat from a finished job: the same tenant and documents, and a hand-over of what the old job
+was asked, produced and left to do (plimsoll.handover), never its whole history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from models.catalogue import UnknownModel, model_spec
+from models.errors import Conflict, InvalidInput
+from models.history import documents_read
+from models.jobs import children_of, create_job, job_of
+from models.settings import get_settings
+from models.tables import Job, JobKind, JobStatus, Message
+from plimsoll.handover import handover
+
+HANDOVER_SHARE = 4  # the hand-over takes at most a quarter of the new job's budget
+
+
+def continue_job(
+    session: Session,
+    *,
+    tenant_id: int,
+    job_id: int,
+    instruction: str,
+    budget: int | None = None,
+    model: str | None = None,
+    strategy: str = "plimsoll",
+) -> Job:
+    """A queued job that continues job ``job_id`` with ``instruction`` as its next step. It fits its requests
+    with ``strategy`` (Plimsoll's by default, also after a job that reproduced an old failure)."""
+    old = job_of(session, tenant_id=tenant_id, job_id=job_id)
+    if old.kind != JobKind.MAIN:
+        raise Conflict(f"job {job_id} is a subagent; continue its main job {old.parent_id} instead")
+    if not JobStatus(old.status).finished:
+        raise Conflict(f"job {job_id} is still {old.status}; cancel it or wait for it to end first")
+    already = continuation_of(session, job_id)
+    if already is not None:
+        raise Conflict(f"job {job_id} was already continued as job {already.id}")
+    settings = get_settings()
+    name = model or old.model
+    try:
+        spec = model_spec(name, settings.models)
+    except UnknownModel as error:
+        raise InvalidInput(str(error)) from None
+    new_budget = budget or min(old.budget, spec.max_budget)
+    names = [d.name for d in old.documents]
+    children = children_of(session, old.id)
+    read = set(documents_read(session, job_ids=[old.id, *(c.id for c in children)], names=names))
+    written = handover(
+        job_id=old.id,
+        instruction=old.instruction,
+        produced=produced_by(session, old, children),
+        unread=[n for n in names if n not in read],
+        next_step=instruction,
+        max_tokens=new_budget // HANDOVER_SHARE,
+        max_chars=settings.max_instruction_chars,
+        profile=spec.profile,
+    )
+    new = create_job(
+        session,
+        tenant_id=tenant_id,
+        instruction=written.text,
+        document_ids=[d.document_id for d in old.documents],
+        model=name,
+        budget=new_budget,
+        locale=old.locale,
+        strategy=strategy,
+        safety_net=old.safety_net,
+    )
+    new.continued_from_id = old.id
+    return new
+
+
+def continuation_of(session: Session, job_id: int) -> Job | None:
+    return session.scalar(select(Job).where(Job.continued_from_id == job_id))
+
+
+def produced_by(session: Session, job: Job, children: list[Job]) -> list[str]:
+    """What the job wrote, oldest first: the text of its replies (its notes and its answer so far) and its
+    subagents' reports."""
+    replies = session.scalars(
+        select(Message.content).where(Message.job_id == job.id, Message.role == "assistant").order_by(Message.seq)
+    )
+    texts = [_text(content) for content in replies]
+    reports = [f"Report of subagent {c.id}:\n{c.final_answer}" for c in children if c.final_answer]
+    return [t for t in [*texts, *reports] if t]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text")

@@ -1,0 +1,81 @@
+"""Starting a new chat works, on the real stack (the HTTP API, PostgreSQL, a Celery worker, the emulator): a job
+that reproduces the write-up's first failure (the legacy strategy) is rejected as too long and gets the notice,
+which names where to go on; continuing it starts a new job, linked both ways, whose instruction hands over what
+the old one was asked and produced, sized to a quarter of its budget; that job finishes."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from emulator import EmulatorServer
+from models.db import Database
+from models.tenants import create_tenant
+from plimsoll import estimate_tokens
+from plimsoll.notices import new_chat_notice
+from tests.test_worker_e2e import wait_for
+from worker.chapters import chapters
+
+pytestmark = pytest.mark.usefixtures("celery_worker")
+
+
+@pytest.fixture
+def client(database: Database) -> Iterator[TestClient]:
+    with database.session() as session:
+        _, key = create_tenant(session, name=f"continue-{uuid.uuid4().hex[:8]}")
+    with TestClient(create_app(database=database), headers={"X-API-Key": key}) as client:
+        yield client
+
+
+def test_a_job_that_needed_a_new_chat_is_continued_and_the_new_job_finishes(
+    database: Database, emulator_reset: EmulatorServer, client: TestClient
+) -> None:
+    emulator_reset.configure(limit=40_000)
+    texts = {c.name: c.text for c in chapters(8, chars=12_000, languages=("ru",))}
+    ids = [
+        client.post("/v1/documents", json={"name": n, "content": t}).json()["documents"][0]["id"]
+        for n, t in texts.items()
+    ]
+    created = client.post(
+        "/v1/jobs",
+        json={
+            "instruction": "Note one fact of each chapter.",
+            "document_ids": ids,
+            "budget": 20_000,
+            "strategy": "legacy",
+        },
+    )
+    assert created.status_code == 201, created.text
+    old = created.json()["id"]
+    assert wait_for(database, old).status == "needs_new_chat"
+    [notice] = client.get("/v1/notices", params={"job_id": old}).json()["items"]
+    assert notice["text"] == new_chat_notice(old)
+    assert f"plimsoll continue {old}" in notice["text"] and f"POST /v1/jobs/{old}/continue" in notice["text"]
+
+    continued = client.post(f"/v1/jobs/{old}/continue", json={"instruction": "Note one fact of each chapter left."})
+    assert continued.status_code == 201, continued.text
+    new = continued.json()
+    assert new["continued_from"] == old and new["strategy"] == "plimsoll"
+    assert client.get(f"/v1/jobs/{old}").json()["continued_by"] == new["id"]
+    handed_over = client.get(f"/v1/jobs/{new['id']}/messages").json()["items"][0]["content"]
+    assert f"This continues job {old}" in handed_over and "Note one fact of each chapter left." in handed_over
+    assert "NOTE 01-ru.txt" in handed_over  # what the old job produced
+    assert estimate_tokens(handed_over, "cl100k") <= new["budget"] // 4 + 200  # plus the documents' list
+    job = wait_for(database, new["id"])
+    assert job.status == "succeeded", job.error
+
+    again = client.post(f"/v1/jobs/{old}/continue", json={"instruction": "Once more."})
+    assert again.status_code == 409 and f"already continued as job {new['id']}" in again.json()["detail"]
+
+
+def test_only_a_finished_main_job_can_be_continued(database: Database, client: TestClient) -> None:
+    document = client.post("/v1/documents", json={"name": "a.txt", "content": "Alpha."}).json()["documents"][0]["id"]
+    job = client.post("/v1/jobs", json={"instruction": "Go.", "document_ids": [document]}).json()["id"]
+    client.post(f"/v1/jobs/{job}/cancel")
+    assert client.post(f"/v1/jobs/{job}/continue", json={"instruction": ""}).status_code == 422
+    assert client.post(f"/v1/jobs/{job}/continue", json={"instruction": "Go on.", "model": "nope"}).status_code == 422
+    assert client.post("/v1/jobs/99999999/continue", json={"instruction": "Go on."}).status_code == 404
