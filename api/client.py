@@ -11,6 +11,7 @@ import httpx
 from pydantic import BaseModel
 
 from api.schemas import (
+    ContinueIn,
     DocumentIn,
     DocumentsCreated,
     DocumentView,
@@ -146,6 +147,11 @@ class PlimsollClient:
 
     def cancel(self, job_id: int) -> JobView:
         return self._send("POST", f"/v1/jobs/{job_id}/cancel", JobView)
+
+    def continue_job(self, job_id: int, next_step: ContinueIn) -> JobView:
+        """A new job that continues job ``job_id`` in a new chat, from a hand-over of it and ``next_step``."""
+        body = next_step.model_dump(exclude_none=True)
+        return self._send("POST", f"/v1/jobs/{job_id}/continue", JobView, json=body)
 
     # Notices
 

@@ -31,10 +31,9 @@ def client(database: Database) -> Iterator[TestClient]:
         yield client
 
 
-def test_a_job_that_needed_a_new_chat_is_continued_and_the_new_job_finishes(
-    database: Database, emulator_reset: EmulatorServer, client: TestClient
-) -> None:
-    emulator_reset.configure(limit=40_000)
+def rejected_legacy_job(client: TestClient, database: Database, emulator: EmulatorServer) -> int:
+    """A job of the legacy strategy (it cuts only at user messages) that the model rejects as too long."""
+    emulator.configure(limit=40_000)
     texts = {c.name: c.text for c in chapters(8, chars=12_000, languages=("ru",))}
     ids = [
         client.post("/v1/documents", json={"name": n, "content": t}).json()["documents"][0]["id"]
@@ -50,8 +49,15 @@ def test_a_job_that_needed_a_new_chat_is_continued_and_the_new_job_finishes(
         },
     )
     assert created.status_code == 201, created.text
-    old = created.json()["id"]
+    old: int = created.json()["id"]
     assert wait_for(database, old).status == "needs_new_chat"
+    return old
+
+
+def test_a_job_that_needed_a_new_chat_is_continued_and_the_new_job_finishes(
+    database: Database, emulator_reset: EmulatorServer, client: TestClient
+) -> None:
+    old = rejected_legacy_job(client, database, emulator_reset)
     [notice] = client.get("/v1/notices", params={"job_id": old}).json()["items"]
     assert notice["text"] == new_chat_notice(old)
     assert f"plimsoll continue {old}" in notice["text"] and f"POST /v1/jobs/{old}/continue" in notice["text"]
@@ -79,3 +85,23 @@ def test_only_a_finished_main_job_can_be_continued(database: Database, client: T
     assert client.post(f"/v1/jobs/{job}/continue", json={"instruction": ""}).status_code == 422
     assert client.post(f"/v1/jobs/{job}/continue", json={"instruction": "Go on.", "model": "nope"}).status_code == 422
     assert client.post("/v1/jobs/99999999/continue", json={"instruction": "Go on."}).status_code == 404
+
+
+def test_plimsoll_continue_on_the_command_line_waits_for_the_new_job(
+    database: Database, database_url: str, emulator_reset: EmulatorServer, client: TestClient
+) -> None:
+    from typer.testing import CliRunner
+
+    from bench.stack import api_server
+    from cli.main import app
+
+    old = rejected_legacy_job(client, database, emulator_reset)
+    key = client.headers["X-API-Key"]
+    with api_server(database_url) as url:
+        done = CliRunner().invoke(
+            app, ["continue", str(old), "-i", "Note the chapters left.", "--wait", "--api-url", url, "--api-key", key]
+        )
+    assert done.exit_code == 0, done.output
+    assert f"continues job {old} in a new chat" in done.stderr
+    new = int(done.stdout.split()[0])
+    assert client.get(f"/v1/jobs/{new}").json()["status"] == "succeeded"

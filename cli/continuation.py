@@ -1,0 +1,55 @@
+"""continue: start a new chat from a job that ended, with the next step."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from api.client import DEFAULT_API_URL
+from api.schemas import ContinueIn
+from api.watch import watch_job
+from cli.common import ApiKey, ApiUrl, Interval, JobId, Json, api, consoles, plain, print_json
+from cli.jobs import exit_code, wait_quietly
+
+app = typer.Typer()
+
+
+@app.command(name="continue")
+def continue_job(
+    job: JobId,
+    instruction: Annotated[str, typer.Option("--instruction", "-i", help="The next step, for the new chat.")],
+    api_key: ApiKey,
+    model: Annotated[str | None, typer.Option(help="A model of the catalogue (default: the old job's).")] = None,
+    budget: Annotated[int | None, typer.Option(help="Input tokens per request (default: the old job's).")] = None,
+    strategy: Annotated[str, typer.Option(help="How the new job fits its requests.")] = "plimsoll",
+    wait: Annotated[bool, typer.Option("--wait", help="Watch the new job until it finishes.")] = False,
+    interval: Interval = 1.0,
+    as_json: Json = False,
+    api_url: ApiUrl = DEFAULT_API_URL,
+) -> None:
+    """Start a new job that continues JOB in a new chat: the same documents, a hand-over of what JOB was asked,
+    produced and left to do, and the next step. Prints the new job's id."""
+    out, err = consoles()
+    try:
+        next_step = ContinueIn(instruction=instruction, model=model, budget=budget, strategy=strategy)
+    except ValidationError as error:
+        problems = "; ".join(f"--{'-'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        plain(err, f"Error: {problems}")
+        raise typer.Exit(2) from None
+    with api(api_url, api_key) as client:
+        created = client.continue_job(job, next_step)
+        plain(err, f"Job {created.id} continues job {job} in a new chat: {created.model}, budget {created.budget:,}.")
+        if not wait:
+            if as_json:
+                print_json(created)
+            else:
+                plain(out, str(created.id))
+            return
+        if as_json:
+            finished = wait_quietly(client, created.id, interval=interval)
+            print_json(finished)
+            raise typer.Exit(exit_code(finished))
+        plain(out, str(created.id))
+        raise typer.Exit(watch_job(client, created.id, display=err, output=out, interval=interval))
