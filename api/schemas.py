@@ -161,6 +161,7 @@ class ChildJob(Schema):
     id: int
     status: str
     error: str | None = Field(description="why it did not finish, if it did not")
+    steps_done: int = Field(validation_alias="step", description="steps the subagent has completed")
 
 
 class JobSummary(Schema):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 from rich.console import Console, RenderableType
 from rich.live import Live
@@ -84,13 +85,41 @@ def job_panel(job: JobView, *, problem: str | None = None) -> Panel:
     rows.add_row("Cache reads", "–" if share is None else f"{share:.0%} of input tokens")
     read, total = len(job.progress.documents_read), job.progress.documents_total
     rows.add_row("Documents read", f"{read:,} of {total:,}")
+    left = time_left(job, datetime.now(UTC))
+    if left is not None:
+        rows.add_row("Time left", f"about {_duration(left)} (at the pace of the documents read so far)")
     if job.children:
         counts = Counter(child.status for child in job.children)
         rows.add_row("Subagents", ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+        for child in job.children:
+            style = STATUS_STYLES.get(child.status, "cyan")
+            line = Text.assemble(("  ", ""), (child.status, style), f" · {child.steps_done:,} steps")
+            if child.error:
+                line.append(f" · {child.error}", style="dim")
+            rows.add_row(f"  subagent {child.id}", line)
     if problem:
         rows.add_row("", Text(problem, style="yellow"))
     title = f"Job {job.id} · {job.model} (limit {job.hard_limit:,} tokens)"
     return Panel(rows, title=title, title_align="left", expand=False)
+
+
+def time_left(job: JobView, now: datetime) -> timedelta | None:
+    """How long the documents not yet read should take at the pace of those read so far; None before the
+    first is read, once all are, or when the job has ended."""
+    read, total = len(job.progress.documents_read), job.progress.documents_total
+    if job.status in FINISHED or job.started_at is None or not 0 < read < total:
+        return None
+    elapsed = now - job.started_at
+    return elapsed / read * (total - read)
+
+
+def _duration(span: timedelta) -> str:
+    seconds = int(span.total_seconds())
+    if seconds < 90:
+        return f"{seconds} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _last_request(job: JobView) -> RenderableType:

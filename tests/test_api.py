@@ -329,7 +329,7 @@ def test_the_job_view_reports_progress_usage_last_request_and_children(api: Api)
     assert (last["step"], last["stage"], last["cleared"], last["dropped"]) == (2, "clear", 2, 1)
     assert (last["estimated_tokens"], last["reported_input_tokens"], last["calibration_factor"]) == (900, 950, 1.05)
     assert last["messages_sent"] == 7
-    assert view["children"] == [{"id": child.id, "status": "queued", "error": None}]
+    assert view["children"] == [{"id": child.id, "status": "queued", "error": None, "steps_done": 0}]
     steps = caller.get(f"/v1/jobs/{job_id}/steps").json()
     assert [(s["step"], s["stage"], s["cleared"]) for s in steps["items"]] == [
         (1, "full", []),

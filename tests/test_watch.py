@@ -1,0 +1,48 @@
+"""The watch panel: each subagent's progress on a line of its own, and an estimate of the time left at the pace
+of the documents read so far."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from rich.console import Console
+
+from api.schemas import JobView
+from api.watch import job_panel, time_left
+
+STARTED = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def job(status: str = "running", read: int = 3, total: int = 12, **fields: Any) -> JobView:
+    view = {
+        "id": 7, "kind": "main", "parent_id": None, "status": status, "instruction": "Read.", "model": "m",
+        "provider": "anthropic", "budget": 1000, "hard_limit": 2000, "locale": "en", "strategy": "plimsoll",
+        "safety_net": True, "retries": 0, "last_request": None, "final_answer": None, "error": None,
+        "progress": {"steps_done": 5, "documents_total": total, "documents_read": [f"{n}.txt" for n in range(read)]},
+        "usage": {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0,
+                  "cache_read_share": None},
+        "limits": {"max_steps": 1000, "max_input_tokens": 50_000_000},
+        "created_at": STARTED, "updated_at": STARTED, "started_at": STARTED, "finished_at": None, "children": [],
+    }  # fmt: skip
+    return JobView.model_validate({**view, **fields})
+
+
+def test_time_left_follows_the_pace_of_the_documents_read() -> None:
+    assert time_left(job(read=3, total=12), STARTED + timedelta(minutes=6)) == timedelta(minutes=18)
+    assert time_left(job(read=0), STARTED + timedelta(minutes=6)) is None  # no pace yet
+    assert time_left(job(read=12), STARTED + timedelta(minutes=6)) is None
+    assert time_left(job(status="failed"), STARTED + timedelta(minutes=6)) is None
+
+
+def test_the_panel_shows_every_subagent_and_why_one_did_not_finish() -> None:
+    children = [
+        {"id": 8, "status": "succeeded", "error": None, "step": 12},
+        {"id": 9, "status": "needs_new_chat", "error": "prompt is too long", "step": 4},
+    ]
+    console = Console(record=True, width=120)
+    console.print(job_panel(job(children=children)))
+    text = console.export_text()
+    assert "subagent 8" in text and "succeeded · 12 steps" in text
+    assert "subagent 9" in text and "needs_new_chat · 4 steps · prompt is too long" in text
+    assert "Time left" in text
