@@ -164,10 +164,14 @@ def _store_surviving_outages(services: Services, work: Callable[[Session], T]) -
 
 
 def _learn_limits(job_id: int, services: Services) -> None:
-    """Before a job's first step, learn its model's limits from the provider (at most daily per model)."""
-    job = in_transaction(services.database, lambda session: session.get(Job, job_id))
-    if job is not None and job.step == 0 and job.strategy in CALIBRATED:
-        learn_limits(services.database, services.provider_for(job), model=job.model, profile=job.profile)
+    """Before a job's first step, learn its model's limits from the provider (at most daily per model). Only
+    an improvement: whatever goes wrong here, the step goes on with the limits it has."""
+    try:
+        job = in_transaction(services.database, lambda session: session.get(Job, job_id))
+        if job is not None and job.step == 0 and job.strategy in CALIBRATED:
+            learn_limits(services.database, services.provider_for(job), model=job.model, profile=job.profile)
+    except Exception as error:
+        logger.info("job %s: the model's limits were not learned (%s)", job_id, type(error).__name__)
 
 
 def _begin(
