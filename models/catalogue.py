@@ -52,6 +52,10 @@ CATALOGUE: dict[str, ModelSpec] = {
         # Deprecated: still served until the day given, then refused.
         ModelSpec("claude-opus-4-5", "anthropic", 200_000, 160_000, "claude", 16_000, retires="January 22nd, 2027"),
         ModelSpec("claude-sonnet-4-5", "anthropic", 200_000, 160_000, "claude", 16_000, retires="November 30th, 2026"),
+        # OpenAI's current models, as the installed SDK lists them. Its Models API gives no limits, so these
+        # are a cautious floor (every current model takes at least this); PLIMSOLL_MODELS raises them.
+        ModelSpec("gpt-5.5", "openai", 128_000, 100_000, "o200k", 16_384),
+        ModelSpec("gpt-5.4-mini", "openai", 128_000, 100_000, "o200k", 16_384),
         ModelSpec("gpt-4.1", "openai", 1_047_576, 400_000, "o200k", 16_384),
         ModelSpec("gpt-4o", "openai", 128_000, 100_000, "o200k", 16_384),
     )

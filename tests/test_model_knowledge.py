@@ -9,6 +9,7 @@ from typing import Any, get_args
 import pytest
 from anthropic.resources.messages.messages import DEPRECATED_MODELS
 from anthropic.types import Model
+from openai.types import ChatModel
 from sqlalchemy import select
 
 from emulator import EmulatorServer
@@ -95,6 +96,10 @@ def test_the_catalogue_marks_what_the_installed_sdk_deprecates() -> None:
             assert spec.retires == DEPRECATED_MODELS.get(spec.name), spec.name
     current = [name for name in listed if name not in DEPRECATED_MODELS and name.startswith("claude-sonnet-5")]
     assert any(name in CATALOGUE for name in current)
+    openai_listed = set(get_args(ChatModel))
+    assert all(
+        s.name in openai_listed for s in CATALOGUE.values() if s.provider == "openai" and "emulator" not in s.name
+    )
 
 
 def test_a_job_on_a_deprecated_model_is_warned_about(database: Database) -> None:
@@ -106,4 +111,3 @@ def test_a_job_on_a_deprecated_model_is_warned_about(database: Database) -> None
     assert warnings == [
         "claude-sonnet-4-5 is deprecated: the provider stops serving it on November 30th, 2026. Choose a current model."
     ]
-
