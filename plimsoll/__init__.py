@@ -4,6 +4,7 @@ Pure Python, standard library only, no I/O.
 """
 
 from plimsoll.calibration import Calibrator
+from plimsoll.economics import CachePlan, CacheView, Economy, fit_cached, plan_cached
 from plimsoll.estimate import Profile
 from plimsoll.fitting import DoesNotFit, Fit, Plan, apply_plan, bodies_needed, build_request, fit, plan
 from plimsoll.messages import InvalidConversation, Outline, Result, estimate_message, outline
@@ -11,8 +12,11 @@ from plimsoll.profiles import PROFILES, estimate_tokens, get_profile
 
 __all__ = [
     "PROFILES",
+    "CachePlan",
+    "CacheView",
     "Calibrator",
     "DoesNotFit",
+    "Economy",
     "Fit",
     "InvalidConversation",
     "Outline",
@@ -25,7 +29,9 @@ __all__ = [
     "estimate_message",
     "estimate_tokens",
     "fit",
+    "fit_cached",
     "get_profile",
     "outline",
     "plan",
+    "plan_cached",
 ]
