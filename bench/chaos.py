@@ -44,9 +44,11 @@ RABBITMQ_URL = os.environ.get("PLIMSOLL_TEST_RABBITMQ_URL", "amqp://guest:guest@
 INSTRUCTION = "Check each chapter against the notes and report one fact of each."
 DELEGATE_GROUP = 3  # a job with 6 documents hands them to 2 subagents; one with 3 reads them itself
 JOB_BUDGET = 20_000
-# Above every normal job's budget plus the reply's max_tokens (16,000), below what a too-long job sends.
-EMULATOR_LIMIT = 40_000
-TOO_LONG_BUDGET = 200_000
+EMULATOR_LIMIT = 40_000  # above every job's budget plus the reply's max_tokens (16,000)
+# After the chaos, the model's limit shrinks below what Plimsoll learned of it: the jobs then submitted get a
+# too-long rejection at their first request (as in tests/test_worker_e2e.py).
+SHRUNK_LIMIT = 2_000
+TOO_LONG_WAIT_SECONDS = 60.0
 
 
 _STOP = threading.Event()  # set by SIGTERM or SIGINT: the loops end and everything started is stopped
@@ -137,19 +139,11 @@ def plan_faults(config: ChaosConfig, rng: random.Random) -> list[Fault]:
     return sorted(faults, key=lambda f: f.at)
 
 
-def job_plan(config: ChaosConfig, rng: random.Random) -> list[tuple[dict[str, str], bool]]:
-    """(documents, too long?) per job: even jobs 6 documents (2 subagents), odd ones 3, a few too long."""
+def job_plan(config: ChaosConfig, rng: random.Random) -> list[dict[str, str]]:
+    """The documents of each job: even jobs 6 (2 subagents), odd ones 3 (read by the job itself)."""
     pool = [*chapters(12, chars=3_000), *chapters(12, chars=6_000)]
-    big = {c.name: c.text for c in chapters(3, chars=20_000, languages=("zh",))}
-    too_long = set(rng.sample(range(config.jobs), min(config.too_long_jobs, config.jobs)))
-    plan = []
-    for index in range(config.jobs):
-        if index in too_long:
-            plan.append((big, True))
-            continue
-        picked = rng.sample(pool, 2 * DELEGATE_GROUP if index % 2 == 0 else DELEGATE_GROUP)
-        plan.append(({c.name: c.text for c in picked}, False))
-    return plan
+    picked = [rng.sample(pool, 2 * DELEGATE_GROUP if i % 2 == 0 else DELEGATE_GROUP) for i in range(config.jobs)]
+    return [{c.name: c.text for c in chosen} for chosen in picked]
 
 
 def run_chaos(config: ChaosConfig, log: bool = True) -> ChaosResult:
@@ -215,6 +209,7 @@ def run_chaos(config: ChaosConfig, log: bool = True) -> ChaosResult:
         result.all_ended_at = _wait_until_all_ended(database, window_start + result.last_fault + config.settle_seconds)
         if result.all_ended_at is not None:
             result.all_ended_at -= window_start
+        _too_long_phase(database, cluster, emulator, config, result)
         result.checks = check_jobs(database, result.submitted)
         time.sleep(2)  # the SDK sends events from a background thread
         result.sentry = sink.snapshot()
@@ -249,7 +244,7 @@ def _emulator_args(config: ChaosConfig) -> list[str]:
 def _submit_all(
     database: Database,
     cluster: Cluster,
-    plan: list[tuple[dict[str, str], bool]],
+    plan: list[dict[str, str]],
     config: ChaosConfig,
     window_start: float,
     result: ChaosResult,
@@ -257,18 +252,40 @@ def _submit_all(
     """Jobs arrive spread over the first 70 % of the window, so that faults meet jobs at every stage. A client
     retries while the database is down; the step is enqueued (and retried while the broker is down) after."""
     spacing = 0.7 * config.seconds / max(1, len(plan))
-    for index, (texts, too_long) in enumerate(plan):
+    for index, texts in enumerate(plan):
         time.sleep(max(0.0, window_start + index * spacing - time.monotonic()))
-        job_id = _create(database, texts, too_long, deadline=time.monotonic() + 60)
-        if job_id is None:
-            result.submit_failures += 1
-            continue
-        result.submitted.append(Submitted(job_id, texts, too_long))
-        if not cluster.enqueue(job_id):
-            result.submit_failures += 1
+        _submit(database, cluster, texts, result)
 
 
-def _create(database: Database, texts: dict[str, str], too_long: bool, deadline: float) -> int | None:
+def _submit(
+    database: Database, cluster: Cluster, texts: dict[str, str], result: ChaosResult, too_long: bool = False
+) -> None:
+    job_id = _create(database, texts, deadline=time.monotonic() + 60)
+    if job_id is None:
+        result.submit_failures += 1
+        return
+    result.submitted.append(Submitted(job_id, texts, too_long))
+    if not cluster.enqueue(job_id):
+        result.submit_failures += 1
+
+
+def _too_long_phase(
+    database: Database, cluster: Cluster, emulator: Emulator, config: ChaosConfig, result: ChaosResult
+) -> None:
+    """Jobs the model now rejects as too long: each must end needs_new_chat with one notice, never retried."""
+    if config.too_long_jobs <= 0:
+        return
+    emulator.configure(limit=SHRUNK_LIMIT)
+    texts = {c.name: c.text for c in chapters(3, chars=6_000, languages=("en",))}
+    first = len(result.submitted)
+    for _ in range(config.too_long_jobs):
+        _submit(database, cluster, texts, result, too_long=True)
+    ids = [s.job_id for s in result.submitted[first:]]
+    _wait_until_all_ended(database, time.monotonic() + TOO_LONG_WAIT_SECONDS, ids)
+    emulator.configure(limit=EMULATOR_LIMIT)
+
+
+def _create(database: Database, texts: dict[str, str], deadline: float) -> int | None:
     while True:
         try:
             with database.session() as session:
@@ -279,7 +296,7 @@ def _create(database: Database, texts: dict[str, str], too_long: bool, deadline:
                     tenant_id=tenant.id,
                     instruction=INSTRUCTION,
                     document_ids=ids,
-                    budget=TOO_LONG_BUDGET if too_long else JOB_BUDGET,
+                    budget=JOB_BUDGET,
                 )
                 return job.id
         except SQLAlchemyError:
@@ -322,12 +339,13 @@ def _inject(
         say(f"{began:5.1f} s  {fault.kind}: {detail}")
 
 
-def _wait_until_all_ended(database: Database, deadline: float) -> float | None:
-    """The moment every job (subagents included) had ended, or None if some had not by ``deadline``."""
+def _wait_until_all_ended(database: Database, deadline: float, ids: list[int] | None = None) -> float | None:
+    """The moment every job (subagents included; or only jobs ``ids``) had ended, or None if some had not by
+    ``deadline``."""
     while time.monotonic() < deadline:
         _check_stop()
         with contextlib.suppress(SQLAlchemyError):
-            if unfinished_jobs(database) == 0:
+            if unfinished_jobs(database, ids) == 0:
                 return time.monotonic()
         time.sleep(1.0)
     return None

@@ -50,9 +50,12 @@ class Checks:
         return sum(n for state, n in self.jobs_by_state.items() if state not in UNFINISHED)
 
 
-def unfinished_jobs(database: Database) -> int:
+def unfinished_jobs(database: Database, ids: list[int] | None = None) -> int:
+    query = select(func.count()).select_from(Job).where(Job.status.in_(UNFINISHED))
+    if ids is not None:
+        query = query.where(Job.id.in_(ids))
     with database.session() as session:
-        return int(session.scalar(select(func.count()).select_from(Job).where(Job.status.in_(UNFINISHED))) or 0)
+        return int(session.scalar(query) or 0)
 
 
 def check_jobs(database: Database, submitted: Iterable[Submitted]) -> Checks:

@@ -58,7 +58,7 @@ def goals(result: ChaosResult) -> list[Goal]:
         ),
         Goal(
             "too long: 1 notice, 0 retries, 0 Sentry events",
-            checks.too_long_ok == checks.too_long_jobs
+            checks.too_long_ok == checks.too_long_jobs == result.config.too_long_jobs
             and too_long_rejections == checks.too_long_jobs
             and too_long_events == 0,
             f"{checks.too_long_ok} of {checks.too_long_jobs} right, {too_long_rejections} too-long rejections, "
@@ -122,6 +122,8 @@ def results_markdown(results: Sequence[ChaosResult], *, command: str) -> str:
         "Redis and stops PostgreSQL for 10–15 s at seeded random moments, then waits (bounded) for every job to",
         "end and checks each from the database: final state, messages numbered 0..n-1 once each, step records",
         "1..n, unique tool_use ids, a subagent for every delegate call, and notes carrying each document's sha256.",
+        "Then the model's limit shrinks below what Plimsoll learned of it and a few more jobs are submitted: each",
+        "must end `needs_new_chat` with one notice after one rejected request, and no Sentry event.",
         "",
     ]
     for result in results:
@@ -130,7 +132,8 @@ def results_markdown(results: Sequence[ChaosResult], *, command: str) -> str:
         parts += [
             f"## {config.broker}",
             "",
-            f"{config.jobs} jobs (even ones 6 documents → 2 subagents, odd ones 3), seed {config.seed}, emulator "
+            f"{config.jobs} jobs (even ones 6 documents → 2 subagents, odd ones 3) and {config.too_long_jobs} too "
+            f"long after the chaos, seed {config.seed}, emulator "
             f"latency {config.latency} s and faults {config.fault_rate:.0%}, lease {config.lease_seconds} s, "
             f"reconciler every {config.reconcile_every_seconds} s (settings the code may ignore).",
             "",

@@ -37,7 +37,7 @@ def test_every_job_ends_under_kills_restarts_and_provider_faults(broker: str) ->
     print(render(result))
 
     checks = result.checks
-    assert len(result.submitted) == SCALED_DOWN.jobs
+    assert len(result.submitted) == SCALED_DOWN.jobs + SCALED_DOWN.too_long_jobs
     kinds = {"kill -9 pool child", "kill -9 worker main process", "stop PostgreSQL"}
     if broker == "redis":
         kinds.add("restart Redis (no persistence)")
