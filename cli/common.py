@@ -9,6 +9,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from pydantic_core import to_json
 from rich.console import Console
+from rich.table import Table
 
 from api.client import ClientError, PlimsollClient
 
@@ -23,9 +24,22 @@ Limit = Annotated[int, typer.Option(min=1, max=1000, help="Show at most this man
 JobId = Annotated[int, typer.Argument(min=1, help="The job's id.")]
 
 
+PIPE_WIDTH = 10_000  # standard output into a pipe or a file: one line per table row, never wrapped
+
+
 def consoles() -> tuple[Console, Console]:
     """(standard output, standard error), looked up at each call so that redirection in tests is seen."""
-    return Console(), Console(stderr=True)
+    out = Console()
+    return out if out.is_terminal else Console(width=PIPE_WIDTH), Console(stderr=True)
+
+
+def table(*columns: str) -> Table:
+    """A plain table; in a terminal, only its last column wraps."""
+    grid = Table(box=None, highlight=False)
+    for column in columns[:-1]:
+        grid.add_column(column, no_wrap=True)
+    grid.add_column(columns[-1])
+    return grid
 
 
 def fail(message: str) -> NoReturn:

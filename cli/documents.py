@@ -6,10 +6,9 @@ import enum
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from api.client import DEFAULT_API_URL
-from cli.common import ApiKey, ApiUrl, Json, Limit, Offset, api, consoles, print_json
+from cli.common import ApiKey, ApiUrl, Json, Limit, Offset, api, consoles, plain, print_json, table
 
 app = typer.Typer()
 
@@ -44,7 +43,7 @@ def documents(
         if as_json:
             print_json({"deleted": document_id})
         else:
-            err.print(f"Document {document_id} deleted.")
+            plain(err, f"Document {document_id} deleted.")
         return
     if document_id is not None:
         raise typer.BadParameter("list takes no id")
@@ -54,14 +53,14 @@ def documents(
         print_json(page)
         return
     if not page.items:
-        err.print("No documents." if page.total == 0 else f"No documents past {offset:,} of {page.total:,}.")
+        plain(err, "No documents." if page.total == 0 else f"No documents past {offset:,} of {page.total:,}.")
         return
-    table = Table("id", "name", "characters", "tokens (est.)", "uploaded (UTC)", box=None, highlight=False)
+    listing = table("id", "name", "characters", "tokens (est.)", "uploaded (UTC)")
     for document in page.items:
-        table.add_row(
+        listing.add_row(
             str(document.id), document.name, f"{document.chars:,}", f"{document.token_estimate:,}",
             f"{document.created_at:%Y-%m-%d %H:%M}",
         )  # fmt: skip
-    out.print(table)
+    out.print(listing)
     if offset + len(page.items) < page.total:
-        err.print(f"{len(page.items)} of {page.total:,}; the next page: --offset {offset + len(page.items)}")
+        plain(err, f"{len(page.items)} of {page.total:,}; the next page: --offset {offset + len(page.items)}")

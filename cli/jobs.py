@@ -11,12 +11,11 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-from rich.table import Table
 
 from api.client import DEFAULT_API_URL, ApiUnreachable, ClientError, PlimsollClient
 from api.schemas import DocumentsCreated, JobIn, JobView, MessageView
 from api.watch import FINISHED, watch_job
-from cli.common import ApiKey, ApiUrl, Interval, JobId, Json, Limit, Offset, api, consoles, plain, print_json
+from cli.common import ApiKey, ApiUrl, Interval, JobId, Json, Limit, Offset, api, consoles, plain, print_json, table
 from models.tables import JobStatus
 
 app = typer.Typer()
@@ -74,17 +73,17 @@ def submit(
         )
     except ValidationError as error:
         problems = "; ".join(f"--{'-'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        err.print(f"Error: {problems}", highlight=False, markup=False)
+        plain(err, f"Error: {problems}")
         raise typer.Exit(2) from None
     with api(api_url, api_key) as client:
         client.check_job(job)  # before anything is uploaded: nothing to clean up when it is refused
         uploaded = client.upload(files)
         created = _create(client, job.model_copy(update={"document_ids": [d.id for d in uploaded.documents]}), uploaded)
         again = f" ({len(uploaded.reused)} stored already)" if uploaded.reused else ""
-        err.print(
+        plain(
+            err,
             f"Job {created.id} queued: {len(uploaded.documents)} documents{again}, {created.model}, "
             f"budget {created.budget:,} tokens.",
-            highlight=False,
         )
         for warning in created.warnings:
             plain(err, f"Warning: {warning}", style="yellow")
@@ -141,7 +140,7 @@ def watch(job: JobId, api_key: ApiKey, interval: Interval = 1.0, as_json: Json =
             else:
                 code = watch_job(client, job, display=err, output=out, interval=interval)
         except KeyboardInterrupt:
-            err.print(f"Stopped watching; job {job} goes on.")
+            plain(err, f"Stopped watching; job {job} goes on.")
             raise typer.Exit(130) from None
     raise typer.Exit(code)
 
@@ -165,16 +164,16 @@ def list_jobs(
         print_json(page)
         return
     if not page.items:
-        err.print("No jobs." if page.total == 0 else f"No jobs past {offset:,} of {page.total:,}.")
+        plain(err, "No jobs." if page.total == 0 else f"No jobs past {offset:,} of {page.total:,}.")
         return
-    table = Table("id", "status", "model", "steps", "created (UTC)", "instruction", box=None, highlight=False)
+    listing = table("id", "status", "model", "steps", "created (UTC)", "instruction")
     for job in page.items:
         parent = f" (of {job.parent_id})" if job.parent_id else ""
-        table.add_row(
+        listing.add_row(
             f"{job.id}{parent}", job.status, job.model, f"{job.steps_done:,}", f"{job.created_at:%Y-%m-%d %H:%M}",
             job.instruction_excerpt,
         )  # fmt: skip
-    out.print(table)
+    out.print(listing)
     _more(err, shown=len(page.items), offset=offset, total=page.total)
 
 
@@ -187,7 +186,7 @@ def cancel(job: JobId, api_key: ApiKey, as_json: Json = False, api_url: ApiUrl =
     if as_json:
         print_json(cancelled)
     else:
-        err.print(f"Job {cancelled.id} cancelled.")
+        plain(err, f"Job {cancelled.id} cancelled.")
 
 
 @app.command()
@@ -207,17 +206,17 @@ def steps(
         print_json(page)
         return
     if not page.items:
-        err.print(f"Job {job} has no steps{' there' if page.total else ' yet'}.")
+        plain(err, f"Job {job} has no steps{' there' if page.total else ' yet'}.")
         return
     columns = ("step", "stage", "estimated", "reported", "planning budget", "cleared", "dropped", "stop")
-    table = Table(*columns, box=None, highlight=False)
+    listing = table(*columns)
     for step in page.items:
         reported = "–" if step.reported_input_tokens is None else f"{step.reported_input_tokens:,}"
-        table.add_row(
+        listing.add_row(
             str(step.step), step.stage, f"{step.estimated_tokens:,}", reported, f"{step.planning_budget:,}",
             str(len(step.cleared)), str(step.dropped), step.stop_reason or "–",
         )  # fmt: skip
-    out.print(table)
+    out.print(listing)
     _more(err, shown=len(page.items), offset=offset, total=page.total)
 
 
@@ -245,7 +244,7 @@ def messages(
             plain(out, line)
         out.print()
     if not page.items:
-        err.print(f"Job {job} has no messages{' there' if page.total else ''}.")
+        plain(err, f"Job {job} has no messages{' there' if page.total else ''}.")
     _more(err, shown=len(page.items), offset=offset, total=page.total)
 
 
@@ -278,4 +277,4 @@ def _shortened(text: str) -> str:
 
 def _more(err: Console, *, shown: int, offset: int, total: int) -> None:
     if offset + shown < total:
-        err.print(f"{offset + 1:,}–{offset + shown:,} of {total:,}; the next page: --offset {offset + shown}")
+        plain(err, f"{offset + 1:,}–{offset + shown:,} of {total:,}; the next page: --offset {offset + shown}")

@@ -32,7 +32,7 @@ def notices(
         print_json(shown)
         return
     if not shown:
-        err.print("No notices." if all_ else "No unread notices.")
+        plain(err, "No notices." if all_ else "No unread notices.")
     for notice in shown:
         state = "unread" if notice.read_at is None else "read"
         when = f"{notice.created_at:%Y-%m-%d %H:%M} UTC"

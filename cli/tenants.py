@@ -8,11 +8,10 @@ from dataclasses import asdict
 from typing import Annotated
 
 import typer
-from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from cli.common import Json, consoles, fail, plain, print_json
+from cli.common import Json, consoles, fail, plain, print_json, table
 from models.db import Database, get_database
 from models.errors import InvalidInput, NotFound
 from models.tenants import create_tenant, revoke_keys, rotate_key, tenant_named, tenants
@@ -52,7 +51,7 @@ def create(name: Name, as_json: Json = False, database_url: DatabaseUrl = None) 
     if as_json:
         print_json({"id": tenant_id, "name": tenant_name, "api_key": key})
         return
-    err.print(f"Tenant {tenant_name!r} created (id {tenant_id}). Its API key, shown only this once:", highlight=False)
+    plain(err, f"Tenant {tenant_name!r} created (id {tenant_id}). Its API key, shown only this once:")
     plain(out, key)
 
 
@@ -66,14 +65,14 @@ def list_tenants(as_json: Json = False, database_url: DatabaseUrl = None) -> Non
         print_json([asdict(row) for row in rows])
         return
     if not rows:
-        err.print("No tenants.")
+        plain(err, "No tenants.")
         return
-    table = Table("id", "name", "created (UTC)", "keys", "revoked", box=None, highlight=False)
+    listing = table("id", "name", "created (UTC)", "keys", "revoked")
     for row in rows:
-        table.add_row(
+        listing.add_row(
             str(row.id), row.name, f"{row.created_at:%Y-%m-%d %H:%M}", str(row.active_keys), str(row.revoked_keys)
         )
-    out.print(table)
+    out.print(listing)
 
 
 @app.command("revoke")
@@ -86,7 +85,7 @@ def revoke(name: Name, as_json: Json = False, database_url: DatabaseUrl = None) 
     if as_json:
         print_json({"name": name, "revoked": count})
         return
-    err.print(f"{count} key{'' if count == 1 else 's'} of tenant {name!r} revoked.", highlight=False)
+    plain(err, f"{count} key{'' if count == 1 else 's'} of tenant {name!r} revoked.")
 
 
 @app.command("rotate-key")
@@ -107,5 +106,5 @@ def rotate(
         print_json({"name": name, "api_key": key, "old_keys_revoked": not keep_old})
         return
     old = "The old keys still work." if keep_old else "The old keys no longer work."
-    err.print(f"A new key for tenant {name!r}, shown only this once. {old}", highlight=False)
+    plain(err, f"A new key for tenant {name!r}, shown only this once. {old}")
     plain(out, key)

@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +46,13 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(database: Database) -> Iterator[Served]:
+    with serving(database) as state:
+        yield state
+
+
+@contextmanager
+def serving(database: Database) -> Iterator[Served]:
+    """The real app under uvicorn on a free port, steps put on a list (``on_enqueue`` plays the worker)."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -57,10 +65,12 @@ def served(database: Database) -> Iterator[Served]:
     while not server.started:
         assert time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.01)
-    yield state
-    server.should_exit = True
-    thread.join(10)
-    listener.close()
+    try:
+        yield state
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        listener.close()
 
 
 @pytest.fixture

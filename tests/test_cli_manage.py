@@ -1,0 +1,422 @@
+"""The person's and the operator's commands beyond submit and watch, through typer's runner against the real API
+under uvicorn and the test PostgreSQL: jobs, cancel, steps, messages, documents, tenant list/revoke/rotate-key,
+submit's job options, checks and clean-up, --json everywhere, and the exit codes the README documents."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from sqlalchemy import select
+from typer.testing import CliRunner, Result
+
+from api.client import ApiError, PlimsollClient
+from cli.jobs import SHOWN_CHARS
+from cli.main import app as cli
+from models.db import Database
+from models.history import append_messages
+from models.jobs import create_job
+from models.settings import get_settings
+from models.tables import Document, Job, JobKind, JobStatus, Notice
+from tests.test_api import new_tenant, read, result, step_row
+from tests.test_cli import Served, finish_later, serving, set_job, tenant_of
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def server(database: Database) -> Iterator[Served]:
+    with serving(database) as state:
+        yield state
+
+
+@pytest.fixture
+def served(server: Served) -> Iterator[Served]:
+    server.on_enqueue = None
+    yield server
+    server.on_enqueue = None
+
+
+@pytest.fixture
+def key(database: Database) -> str:
+    return new_tenant(database)[1]
+
+
+def run(served: Served, key: str, *args: str | Path) -> Result:
+    return CliRunner().invoke(cli, [*map(str, args), "--api-url", served.url, "--api-key", key])
+
+
+def operator(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def upload(served: Served, key: str, name: str = "a.txt", content: str = "Alpha.") -> int:
+    with PlimsollClient(served.url, key) as client:
+        return client.add_document(name, content).id
+
+
+def new_job(served: Served, key: str, *, instruction: str = "Read a.txt.", document: int | None = None) -> int:
+    with PlimsollClient(served.url, key) as client:
+        return client.create_job(instruction, [document or upload(served, key)]).id
+
+
+def documents_of(database: Database, key: str) -> list[Document]:
+    with database.session() as session:
+        query = select(Document).where(Document.tenant_id == tenant_of(database, key)).order_by(Document.id)
+        return list(session.scalars(query))
+
+
+# jobs
+
+
+def test_jobs_lists_the_main_jobs_newest_first_filtered_by_status(served: Served, key: str) -> None:
+    document = upload(served, key)
+    older = new_job(served, key, instruction="Check the chapters.\nEvery one of them.", document=document)
+    newer = new_job(served, key, instruction="Summarise.", document=document)
+    set_job(served.database, older, status=JobStatus.INCOMPLETE)
+    with served.database.session() as session:
+        parent = session.get_one(Job, newer)
+        create_job(session, tenant_id=parent.tenant_id, instruction="A part.", document_ids=[document],
+                   kind=JobKind.SUBAGENT, parent=parent)  # fmt: skip
+
+    listed = run(served, key, "jobs")
+    incomplete = run(served, key, "jobs", "--status", "incomplete", "--json")
+    everything = run(served, key, "jobs", "--subagents", "--json")
+    paged = run(served, key, "jobs", "--limit", "1")
+
+    assert listed.exit_code == 0, listed.output
+    rows = [line.split() for line in listed.stdout.splitlines()[1:]]
+    assert [(row[0], row[1]) for row in rows] == [(str(newer), "queued"), (str(older), "incomplete")]
+    assert listed.stdout.splitlines()[2].rstrip().endswith("Check the chapters.")  # the instruction's first line
+    assert [job["id"] for job in json.loads(incomplete.stdout)["items"]] == [older]
+    assert [job["kind"] for job in json.loads(everything.stdout)["items"]] == ["subagent", "main", "main"]
+    assert paged.stdout.count("queued") == 1
+    assert "1–1 of 2; the next page: --offset 1" in paged.stderr
+
+
+def test_jobs_refuses_an_unknown_status_as_a_usage_error(served: Served, key: str) -> None:
+    outcome = run(served, key, "jobs", "--status", "finished")
+    assert outcome.exit_code == 2
+    assert "'finished' is not one of" in outcome.stderr
+
+
+def test_jobs_of_a_new_tenant_says_there_are_none(served: Served, key: str) -> None:
+    outcome = run(served, key, "jobs")
+    assert (outcome.exit_code, outcome.stdout, outcome.stderr.strip()) == (0, "", "No jobs.")
+
+
+# cancel
+
+
+def test_cancel_cancels_a_queued_job_once(served: Served, key: str) -> None:
+    job = new_job(served, key)
+
+    cancelled = run(served, key, "cancel", str(job))
+    again = run(served, key, "cancel", str(job), "--json")
+
+    assert cancelled.exit_code == 0, cancelled.output
+    assert cancelled.stderr.strip() == f"Job {job} cancelled."
+    assert again.exit_code == 1
+    assert f"job {job} has finished already (cancelled)" in again.stderr
+    assert "(HTTP 409)" in again.stderr
+    assert again.stdout == ""
+
+
+def test_cancel_json_prints_the_cancelled_job(served: Served, key: str) -> None:
+    job = new_job(served, key)
+    outcome = run(served, key, "cancel", str(job), "--json")
+    assert outcome.exit_code == 0
+    assert (json.loads(outcome.stdout)["id"], json.loads(outcome.stdout)["status"]) == (job, "cancelled")
+
+
+# steps and messages
+
+
+def test_steps_shows_what_each_step_sent(served: Served, key: str) -> None:
+    job = new_job(served, key)
+    with served.database.session() as session:
+        session.add_all([step_row(job, 1, stage="full", cleared=[]), step_row(job, 2, stage="clear")])
+
+    table = run(served, key, "steps", str(job))
+    as_json = run(served, key, "steps", str(job), "--json", "--offset", "1")
+    none = run(served, key, "steps", str(new_job(served, key)))
+
+    assert table.exit_code == 0, table.output
+    rows = [line.split() for line in table.stdout.splitlines()[1:]]
+    assert rows == [
+        ["1", "full", "900", "950", "38,000", "0", "1", "tool_use"],
+        ["2", "clear", "900", "950", "38,000", "2", "1", "tool_use"],
+    ]
+    page = json.loads(as_json.stdout)
+    assert (page["total"], [s["step"] for s in page["items"]], page["items"][0]["cleared"]) == (2, [2], ["t0", "t1"])
+    assert none.exit_code == 0 and "has no steps yet" in none.stderr
+
+
+def test_messages_pages_through_the_conversation_and_shortens_long_blocks(served: Served, key: str) -> None:
+    job = new_job(served, key)
+    long_text = "x" * (SHOWN_CHARS + 500)
+    with served.database.session() as session:
+        stored = session.get_one(Job, job)
+        long_result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": long_text}]}
+        append_messages(session, stored, [read("t1", "a.txt"), long_result, read("t2", "b.txt"), result("t2")], step=1)
+
+    first = run(served, key, "messages", str(job), "--limit", "2")
+    second = run(served, key, "messages", str(job), "--offset", "2", "--limit", "2")
+    whole = run(served, key, "messages", str(job), "--offset", "2", "--limit", "1", "--json")
+
+    assert first.exit_code == second.exit_code == whole.exit_code == 0
+    assert first.stdout.splitlines()[:2] == ["#0 · step 0 · user", "Read a.txt."]
+    assert "#1 · step 1 · assistant" in first.stdout
+    assert '[tool_use t1] read_document({"name": "a.txt"})' in first.stdout
+    assert "1–2 of 5; the next page: --offset 2" in first.stderr
+    assert second.stdout.splitlines()[0] == "#2 · step 1 · user"
+    assert f"[tool_result t1] {'x' * SHOWN_CHARS}… (500 more characters; --json shows all)" in second.stdout
+    [message] = json.loads(whole.stdout)["items"]
+    assert message["content"][0]["content"] == long_text
+
+
+def test_steps_and_messages_of_another_tenants_job_are_not_found(served: Served, key: str) -> None:
+    job = new_job(served, key)
+    stranger = new_tenant(served.database)[1]
+    for command in ("steps", "messages", "watch", "cancel"):
+        outcome = run(served, stranger, command, str(job))
+        assert outcome.exit_code == 1, command
+        assert f"no job with id {job} (HTTP 404)" in outcome.stderr
+
+
+# submit: the job's options, its check, and what a refusal leaves behind
+
+
+def test_submit_passes_every_job_option(served: Served, key: str, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("Alpha.", encoding="utf-8")
+
+    outcome = run(
+        served, key, "submit", tmp_path / "a.txt", "-i", "Read.", "--locale", "cs", "--strategy", "legacy",
+        "--no-safety-net", "--budget", "20000", "--model", "plimsoll-emulator", "--max-steps", "7",
+        "--max-input-tokens", "90000", "--json",
+    )  # fmt: skip
+
+    assert outcome.exit_code == 0, outcome.output
+    view = json.loads(outcome.stdout)
+    assert view["id"] == served.enqueued[-1]
+    with served.database.session() as session:
+        job = session.get_one(Job, view["id"])
+        stored = (job.locale, job.strategy, job.safety_net, job.budget, job.model, job.max_steps, job.max_input_tokens)
+    assert stored == ("cs", "legacy", False, 20_000, "plimsoll-emulator", 7, 90_000)
+
+
+def test_submit_checks_the_job_before_uploading_anything(served: Served, key: str, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("Alpha.", encoding="utf-8")
+
+    refused = run(served, key, "submit", tmp_path / "a.txt", "-i", "Read.", "--strategy", "magic")
+    bad_locale = run(served, key, "submit", tmp_path / "a.txt", "-i", "Read.", "--locale", "not a locale")
+
+    assert refused.exit_code == 1
+    assert "unknown strategy 'magic'" in refused.stderr and "(HTTP 422)" in refused.stderr
+    assert bad_locale.exit_code == 2
+    assert "--locale: String should match pattern" in bad_locale.stderr
+    assert documents_of(served.database, key) == []
+
+
+@pytest.fixture
+def two_documents_per_job(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("PLIMSOLL_MAX_DOCUMENTS_PER_JOB", "2")
+    get_settings.cache_clear()
+    yield
+    monkeypatch.undo()
+    get_settings.cache_clear()
+
+
+def test_a_job_refused_after_the_upload_takes_back_only_the_new_documents(
+    served: Served, key: str, tmp_path: Path, two_documents_per_job: None
+) -> None:
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (tmp_path / name).write_text(f"The text of {name}.", encoding="utf-8")
+    kept = upload(served, key, "a.txt", "The text of a.txt.")  # stored before: it must survive the refusal
+    enqueued = len(served.enqueued)
+
+    outcome = run(served, key, "submit", *(tmp_path / n for n in ("a.txt", "b.txt", "c.txt")), "-i", "Read.")
+
+    assert outcome.exit_code == 1
+    assert "a job may read at most 2 documents (HTTP 422)" in outcome.stderr
+    assert [d.id for d in documents_of(served.database, key)] == [kept]
+    assert len(served.enqueued) == enqueued
+
+
+def test_submit_again_reuses_the_stored_documents(served: Served, key: str, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("Alpha.", encoding="utf-8")
+    first = run(served, key, "submit", tmp_path / "a.txt", "-i", "Read.")
+    second = run(served, key, "submit", tmp_path / "a.txt", "-i", "Read again.")
+
+    assert first.exit_code == second.exit_code == 0
+    assert "1 documents," in first.stderr and "stored already" not in first.stderr
+    assert "1 documents (1 stored already)," in second.stderr
+    assert len(documents_of(served.database, key)) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "code"), [(JobStatus.SUCCEEDED, 0), (JobStatus.FAILED, 1), (JobStatus.INCOMPLETE, 1)]
+)
+def test_submit_wait_json_prints_the_finished_job_and_exits_by_its_status(
+    served: Served, key: str, tmp_path: Path, status: JobStatus, code: int
+) -> None:
+    (tmp_path / "a.txt").write_text("Alpha.", encoding="utf-8")
+    served.on_enqueue = finish_later(served.database, status=status, answer="Done.")
+
+    outcome = run(served, key, "submit", tmp_path / "a.txt", "-i", "Read.", "--wait", "--json", "--interval", "0.05")
+
+    assert outcome.exit_code == code, outcome.output
+    view = json.loads(outcome.stdout)
+    assert (view["status"], view["final_answer"]) == (status.value, "Done.")
+
+
+def test_watch_json_prints_the_job_when_it_needs_a_new_chat(served: Served, key: str) -> None:
+    job = new_job(served, key)
+    set_job(served.database, job, status=JobStatus.NEEDS_NEW_CHAT)
+    outcome = run(served, key, "watch", str(job), "--json")
+    assert outcome.exit_code == 1
+    assert json.loads(outcome.stdout)["status"] == "needs_new_chat"
+
+
+# documents
+
+
+def test_documents_lists_and_deletes(served: Served, key: str) -> None:
+    used = upload(served, key, "used.txt", "Used by a job.")
+    spare = upload(served, key, "spare.txt", "Used by nobody.")
+    job = new_job(served, key, document=used)
+
+    listed = run(served, key, "documents")
+    as_json = run(served, key, "documents", "list", "--json")
+    deleted = run(served, key, "documents", "delete", str(spare))
+    refused = run(served, key, "documents", "delete", str(used))
+    set_job(served.database, job, status=JobStatus.SUCCEEDED)
+    deleted_json = run(served, key, "documents", "delete", str(used), "--json")
+    empty = run(served, key, "documents")
+
+    assert listed.exit_code == 0, listed.output
+    assert [line.split()[:3] for line in listed.stdout.splitlines()[1:]] == [
+        [str(spare), "spare.txt", "15"],
+        [str(used), "used.txt", "14"],
+    ]
+    assert [d["name"] for d in json.loads(as_json.stdout)["items"]] == ["spare.txt", "used.txt"]
+    assert (deleted.exit_code, deleted.stderr.strip()) == (0, f"Document {spare} deleted.")
+    assert refused.exit_code == 1
+    assert f"is used by unfinished job {job}" in refused.stderr and "(HTTP 409)" in refused.stderr
+    assert (deleted_json.exit_code, json.loads(deleted_json.stdout)) == (0, {"deleted": used})
+    assert (empty.exit_code, empty.stderr.strip()) == (0, "No documents.")
+
+
+def test_documents_usage_errors_exit_2(served: Served, key: str) -> None:
+    no_id = run(served, key, "documents", "delete")
+    unknown = run(served, key, "documents", "remove", "1")
+    assert no_id.exit_code == unknown.exit_code == 2
+    assert "delete needs the document's id" in no_id.stderr
+
+
+# notices --json
+
+
+def test_notices_json(served: Served, key: str) -> None:
+    job = new_job(served, key)
+    with served.database.session() as session:
+        session.add(Notice(tenant_id=tenant_of(served.database, key), job_id=job, text="Read me."))
+    outcome = run(served, key, "notices", "--json")
+    assert outcome.exit_code == 0
+    assert [(n["job_id"], n["text"], n["read_at"]) for n in json.loads(outcome.stdout)] == [(job, "Read me.", None)]
+
+
+# tenant: the operator's commands, on the database
+
+
+def test_tenant_list_revoke_and_rotate_key(served: Served, database_url: str) -> None:
+    name = f"acme-{uuid.uuid4().hex[:8]}"
+    first = json.loads(operator("tenant", "create", name, "--json", "--database-url", database_url).stdout)["api_key"]
+
+    kept = operator("tenant", "rotate-key", name, "--keep-old", "--database-url", database_url)
+    second = kept.stdout.strip()
+    assert kept.exit_code == 0 and "The old keys still work." in kept.stderr
+    assert works(served, first) and works(served, second)
+
+    rotated = operator("tenant", "rotate-key", name, "--json", "--database-url", database_url)
+    third = json.loads(rotated.stdout)["api_key"]
+    listed = json.loads(operator("tenant", "list", "--json", "--database-url", database_url).stdout)
+    table = operator("tenant", "list", "--database-url", database_url)
+
+    assert works(served, third)
+    assert not works(served, first) and not works(served, second)
+    [row] = [row for row in listed if row["name"] == name]
+    assert (row["active_keys"], row["revoked_keys"]) == (1, 2)
+    assert any(line.split()[1:2] == [name] and line.split()[-2:] == ["1", "2"] for line in table.stdout.splitlines())
+
+    revoked = operator("tenant", "revoke", name, "--database-url", database_url)
+
+    assert (revoked.exit_code, revoked.stderr.strip()) == (0, f"1 key of tenant '{name}' revoked.")
+    with pytest.raises(ApiError, match=r"unknown or revoked API key"):
+        PlimsollClient(served.url, third).jobs()
+
+
+def test_tenant_commands_on_an_unknown_tenant_say_so(database_url: str) -> None:
+    for command in ("revoke", "rotate-key"):
+        outcome = operator("tenant", command, "nobody-at-all", "--database-url", database_url)
+        assert outcome.exit_code == 1
+        assert "no tenant named 'nobody-at-all'" in outcome.stderr
+
+
+def works(served: Served, key: str) -> bool:
+    try:
+        with PlimsollClient(served.url, key) as client:
+            client.jobs()
+    except ApiError:
+        return False
+    return True
+
+
+# The README's CLI section: every command it shows exists, parses, and is run by a test (test_cli*.py, and
+# test_continue_e2e.py for continue)
+
+
+def readme_commands() -> list[list[str]]:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### The API and the CLI", 1)[1].split("\n## ", 1)[0]
+    lines = []
+    for block in re.findall(r"```sh\n(.*?)```", section, flags=re.S):
+        for line in block.splitlines():
+            command = line.split("  #", 1)[0].strip()
+            if command.startswith("plimsoll "):
+                lines.append(shlex.split(command)[1:])
+    return lines
+
+
+def test_every_command_in_the_readme_parses_and_is_tested(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLIMSOLL_API_KEY", "pls_the_readme_exports_it")  # as the README's export line does
+    commands = readme_commands()
+    modules = [*sorted((ROOT / "tests").glob("test_cli*.py")), ROOT / "tests" / "test_continue_e2e.py"]
+    tested = "".join(path.read_text(encoding="utf-8") for path in modules)
+    group: Any = typer.main.get_command(cli)
+    assert len(commands) >= len(group.commands)
+    for argv in commands:
+        parse(group, argv)
+        name = " ".join(argv[:2]) if argv[0] == "tenant" else argv[0]
+        quoted = [f'"{part}"' for part in name.split()]
+        assert ", ".join(quoted) in tested, f"no test runs `plimsoll {name}`"
+    documented = {argv[0] for argv in commands}
+    assert documented == set(group.commands), "a command is missing from the README, or the README names one more"
+
+
+def parse(group: Any, argv: list[str]) -> Any:
+    """Parse ``argv`` as the real command line would, without running it (a glob stands for one file)."""
+    argv = [str(ROOT / "README.md") if "*" in part else part for part in argv]
+    context = group.make_context("plimsoll", list(argv), resilient_parsing=True)
+    name, command, rest = group.resolve_command(context, argv)
+    assert command is not None, argv
+    if hasattr(command, "resolve_command"):  # a group of its own: tenant
+        return parse(command, rest)
+    return command.make_context(name or "", rest, parent=context)

@@ -1,0 +1,124 @@
+"""The operator's service commands as real processes: ``migrate`` on a new PostgreSQL database, ``worker`` (with
+``--beat``) and ``beat`` on Redis running the reconciler against it, and ``demo`` on its embedded defaults."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+
+from bench.stack import POSTGRES_URL, fresh_database
+from models.db import make_engine
+from models.migrate import alembic_config
+
+ROOT = Path(__file__).resolve().parent.parent
+REDIS_DB = 11  # a Redis database of its own, and a queue of its own: no other test's worker takes these tasks
+
+
+@pytest.fixture(scope="module")
+def empty_database() -> Iterator[str]:
+    """A database with no schema at all (fresh_database migrates; this one is emptied again)."""
+    with fresh_database(POSTGRES_URL, prefix="plimsoll_cli") as url:
+        engine = make_engine(url)
+        with engine.begin() as connection:
+            connection.execute(text("DROP SCHEMA public CASCADE"))
+            connection.execute(text("CREATE SCHEMA public"))
+        engine.dispose()
+        yield url
+
+
+def environment(database_url: str, **more: str) -> dict[str, str]:
+    return os.environ | {
+        "PLIMSOLL_DATABASE_URL": database_url,
+        "PLIMSOLL_BROKER_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
+        "PLIMSOLL_STEP_QUEUE": f"cli-test-{uuid.uuid4().hex[:8]}",
+        "PLIMSOLL_RECONCILE_EVERY_SECONDS": "1",
+        **more,
+    }
+
+
+def plimsoll(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "cli", *args]
+    return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for_lines(process: subprocess.Popen[str], *wanted: str, seconds: float = 60) -> str:
+    """The process's output until every ``wanted`` text has appeared; then it is stopped as Ctrl-C would."""
+    seen: list[str] = []
+    assert process.stdout is not None
+    reader = threading.Thread(target=lambda: seen.extend(process.stdout or []), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + seconds
+    try:
+        while not all(w in "".join(seen) for w in wanted):
+            assert process.poll() is None, "".join(seen)
+            assert time.monotonic() < deadline, f"never printed {wanted}:\n{''.join(seen)}"
+            time.sleep(0.1)
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+        reader.join(5)
+    return "".join(seen)
+
+
+def test_migrate_brings_an_empty_database_to_the_newest_schema(empty_database: str, tmp_path: Path) -> None:
+    outcome = subprocess.run(
+        [sys.executable, "-m", "cli", "migrate"], cwd=tmp_path, env=environment(empty_database),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+    assert outcome.returncode == 0, outcome.stderr
+    assert "The database is up to date." in outcome.stderr
+    engine = make_engine(empty_database)
+    with engine.connect() as connection:
+        version = connection.scalar(text("SELECT version_num FROM alembic_version"))
+    engine.dispose()
+    assert version == ScriptDirectory.from_config(alembic_config(empty_database)).get_current_head()
+
+
+def test_worker_with_beat_runs_the_reconciler(empty_database: str, tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "cli", "migrate"], cwd=tmp_path, env=environment(empty_database),
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    worker = plimsoll("worker", "--concurrency", "1", "--beat", env=environment(empty_database), cwd=tmp_path)
+
+    log = wait_for_lines(worker, "ready.", "Task plimsoll.reconcile", "succeeded")
+
+    assert worker.returncode == 0, log
+    assert "beat: Starting..." in log
+
+
+def test_beat_alone_sends_the_reconciler_on_schedule(empty_database: str, tmp_path: Path) -> None:
+    beat = plimsoll("beat", env=environment(empty_database), cwd=tmp_path)
+
+    log = wait_for_lines(beat, "Scheduler: Sending due task plimsoll-reconcile")
+
+    assert "beat: Starting..." in log
+    assert (tmp_path / "celerybeat-schedule").exists() or any(tmp_path.glob("celerybeat-schedule*"))
+
+
+def test_demo_runs_on_the_embedded_defaults(tmp_path: Path) -> None:
+    outcome = subprocess.run(
+        [sys.executable, "-m", "cli", "demo", "--folder", str(tmp_path / "var"), "--chapters", "2",
+         "--chars", "1000", "--budget", "10000"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={k: v for k, v in os.environ.items() if not k.startswith("PLIMSOLL_")},
+    )  # fmt: skip
+
+    assert outcome.returncode == 0, outcome.stdout + outcome.stderr
+    assert "chapters read and noted correctly" in outcome.stdout
+    assert "2 of 2" in outcome.stdout
+    assert (tmp_path / "var").is_dir()
