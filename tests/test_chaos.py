@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import shutil
 import socket
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from bench.chaos import ChaosConfig, run_chaos
 from bench.chaos_report import RECOVERY_GOAL_SECONDS, goals, render
+from bench.chaos_services import PG_BIN_DIRS
 
 # Small enough for < 4 minutes a broker on two cores, large enough that every kind of fault meets running jobs.
 SCALED_DOWN = ChaosConfig(jobs=10, workers=2, seconds=40, settle_seconds=RECOVERY_GOAL_SECONDS + 5, seed=8)
@@ -30,10 +33,12 @@ def _rabbitmq_answers() -> bool:
 def test_every_job_ends_under_kills_restarts_and_provider_faults(broker: str) -> None:
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")
+    if shutil.which("initdb") is None and not any((Path(d) / "initdb").exists() for d in PG_BIN_DIRS):
+        pytest.skip("PostgreSQL's initdb is not installed")
     if broker == "rabbitmq" and not _rabbitmq_answers():
         pytest.skip("no RabbitMQ at 127.0.0.1:5672")
 
-    result = run_chaos(ChaosConfig(**{**SCALED_DOWN.__dict__, "broker": broker}), log=False)
+    result = run_chaos(replace(SCALED_DOWN, broker=broker), log=False)
     print(render(result))
 
     checks = result.checks
