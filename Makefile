@@ -29,7 +29,7 @@ test: install-dev services  ## the whole test suite against real PostgreSQL, Red
 lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy plimsoll models worker api emulator
+	$(BIN)/mypy plimsoll models worker api cli emulator
 
 bench: install-dev  ## the benchmarks, each printing its tables
 	$(BIN)/python -m bench.estimator
