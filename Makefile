@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # setuptools explains editable installs of a flat layout in a boxed UserWarning on every install; keep it quiet.
 QUIET_BUILD := PYTHONWARNINGS=ignore::UserWarning
 
-.PHONY: demo test lint bench install install-dev services clean
+.PHONY: demo up test lint bench install install-dev services clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,12 @@ install-dev: $(BIN)/python  ## everything the tests, linters and benchmarks need
 
 demo: install  ## the main job on the embedded defaults: SQLite, an in-process worker, the bundled emulator
 	$(BIN)/plimsoll demo
+
+up: $(BIN)/honcho services  ## the whole service here without Docker: emulator, migrations, API, worker, Flower (Ctrl-C stops)
+	VENV=$(VENV) bash scripts/up.sh
+
+$(BIN)/honcho: | $(BIN)/python
+	$(QUIET_BUILD) $(BIN)/pip install --quiet -e ".[up]"
 
 services:  ## PostgreSQL and Redis at their local addresses: found, started, or said what is missing
 	bash .ci/ensure-services

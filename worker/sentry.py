@@ -17,6 +17,8 @@ Only Celery's is added back, so that a task that dies outside ``run_step`` is st
 
 ``before_send`` also drops any event that carries a too-long rejection (raised as TooLong, or as a raw provider
 error that classifies as too long): a too-long request is a limit of the model, not a bug anyone on call can fix.
+And it drops ``JobFailed``, which the step task raises only so that Flower shows a failed job's last step as a
+FAILURE: the step itself has already reported the job's failure if it deserved a report.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from sentry_sdk.integrations.logging import LoggingIntegration
 from sentry_sdk.transport import Transport
 from sentry_sdk.types import Breadcrumb, BreadcrumbHint, Event, Hint
 
-from worker.errors import TooLong, classify
+from worker.errors import JobFailed, TooLong, classify
 
 OWN_ERRORS_MODULE = "worker.errors"
 MAX_MESSAGE_CHARS = 500
@@ -69,7 +71,11 @@ def init_sentry(dsn: str | None, *, environment: str | None = None, transport: o
 
 
 def before_send(event: Event, hint: Hint) -> Event | None:
-    """The ``before_send`` hook: None (drop) for a too-long rejection, else the event without user text."""
+    """The ``before_send`` hook: None (drop) for a too-long rejection or a JobFailed, else the event without user
+    text."""
+    exc_info = hint.get("exc_info")
+    if exc_info is not None and isinstance(exc_info[1], JobFailed):
+        return None
     if drop_too_long(event, hint) is None:
         return None
     return scrub(event)

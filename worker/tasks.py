@@ -10,7 +10,9 @@ from celery import Task
 from celery.signals import worker_init, worker_process_init
 
 from models.settings import get_settings
+from models.tables import JobStatus
 from worker.celery_app import app
+from worker.errors import JobFailed
 from worker.lease import reconcile
 from worker.outages import DatabaseUnavailable, is_outage
 from worker.routing import JITTER, backoff_delay
@@ -39,12 +41,13 @@ def _start_sentry(**_: Any) -> None:
 
 # max_retries=None: Celery itself never gives up on a step (its default of 3 would end the task and leave the job
 # running). The limits are Plimsoll's: per step in the database for provider faults, and per delivery below for
-# database outages.
-@app.task(bind=True, name="plimsoll.run_step", max_retries=None)  # type: ignore[untyped-decorator]
+# database outages. throws: JobFailed is an expected end, logged by Celery without a traceback, skipped by Sentry.
+@app.task(bind=True, name="plimsoll.run_step", max_retries=None, throws=(JobFailed,))  # type: ignore[untyped-decorator]
 def run_step_task(self: Task, job_id: int, step: int | None = None) -> dict[str, Any]:
-    """Step ``step`` of job ``job_id``. Its result (job, step, stage, tokens) is what Flower shows."""
+    """Step ``step`` of job ``job_id``. Its result (job, step, status, stage, tokens) is what Flower shows; a
+    step that failed its job raises JobFailed once it has committed, so that Flower lists it as a FAILURE."""
     try:
-        return run_step(job_id, _services(), step=step).summary()
+        outcome = run_step(job_id, _services(), step=step)
     except DatabaseUnavailable as outage:
         tries = self.request.retries + 1
         if tries > get_settings().max_transient_retries:
@@ -52,6 +55,9 @@ def run_step_task(self: Task, job_id: int, step: int | None = None) -> dict[str,
             # the database is back.
             raise
         raise self.retry(exc=outage, countdown=backoff_delay(tries, None, JITTER)) from None
+    if outcome.action == "finished" and outcome.status == JobStatus.FAILED:
+        raise JobFailed(outcome.job_id, outcome.step, outcome.stage)
+    return outcome.summary()
 
 
 @app.task(name="plimsoll.reconcile", ignore_result=True)  # type: ignore[untyped-decorator]

@@ -1,0 +1,59 @@
+"""A step that fails its job is a FAILURE in Flower: the step task raises JobFailed once the step has committed.
+Celery does not retry it and Sentry does not report it; the job's end, its notice and its step are stored."""
+
+from __future__ import annotations
+
+import pickle
+import uuid
+from typing import Any
+
+from sqlalchemy import select
+
+from models.db import Database
+from models.documents import add_document
+from models.jobs import create_job
+from models.tables import Job, JobStatus, Notice
+from models.tenants import create_tenant
+from worker.errors import JobFailed
+from worker.sentry import before_send
+
+
+def test_sentry_drops_job_failed_and_keeps_other_errors() -> None:
+    failed = JobFailed(7, 3, "as_is")
+    assert str(failed) == "job 7 failed at step 3 (stage as_is)"
+    assert repr(pickle.loads(pickle.dumps(failed))) == repr(failed)  # Celery pickles it out of a pool process
+    assert before_send({"level": "error"}, {"exc_info": (JobFailed, failed, None)}) is None
+    other = RuntimeError("boom")
+    assert before_send({"level": "error"}, {"exc_info": (RuntimeError, other, None)}) is not None
+
+
+def test_the_step_that_fails_its_job_raises_job_failed_after_it_committed(
+    database: Database, worker_environment: dict[str, str], sentry_events: list[dict[str, Any]]
+) -> None:
+    from worker.tasks import run_step_task
+
+    with database.session() as session:
+        tenant, _ = create_tenant(session, name=f"failed-{uuid.uuid4().hex[:8]}")
+        document = add_document(session, tenant_id=tenant.id, name="a.txt", content="Some text.")
+        job = create_job(
+            session, tenant_id=tenant.id, instruction="Read a.txt.", document_ids=[document.id], max_steps=1
+        )
+        job.step = 1  # its one step is done: the next runs into the limit and fails the job
+        job_id = job.id
+
+    result = run_step_task.apply(args=(job_id, 1))  # runs the task here, as a worker would, with its signals
+
+    assert result.state == "FAILURE"
+    assert isinstance(result.result, JobFailed)
+    assert str(result.result) == f"job {job_id} failed at step 1"
+    assert result.result.__cause__ is None and result.result.__context__ is None  # raised after, not within, the step
+    with database.session() as session:
+        stored = session.get_one(Job, job_id)
+        notices = list(session.scalars(select(Notice).where(Notice.job_id == job_id)))
+        assert (stored.status, stored.step, stored.retries) == (JobStatus.FAILED, 1, 0)
+    assert len(notices) == 1
+    assert sentry_events == []
+
+    again = run_step_task.apply(args=(job_id, 1))  # a late duplicate delivery finds the job ended: no new failure
+    assert again.state == "SUCCESS"
+    assert again.result["action"] == "skipped"

@@ -1,0 +1,278 @@
+"""`make up`, as the README's service section tells a person to run it: the emulator, the migrations, the API, a
+Celery worker with beat and Flower, on spare ports, a database and role of their own (created by `make up`),
+a Redis database and a step queue of their own. A job submitted through the HTTP API finishes, Flower's API lists
+its steps with their outcomes (and a failed job's last step as a FAILURE), and Ctrl-C stops everything."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from bench.stack import POSTGRES_URL, REDIS_URL
+from worker.chapters import chapters
+
+ROOT = Path(__file__).resolve().parents[1]
+STARTUP_SECONDS = 60.0
+JOB_SECONDS = 30.0
+STOP_SECONDS = 30.0
+TOO_LONG_LIMIT = 2_000  # the emulator's window for the third job: less than its first request
+UP_REDIS_DB = 13  # not the tests' 0: Flower must see only the events of the worker `make up` started
+TEXTS = {"a.txt": "Alpha is the first letter.", "b.txt": "Beta comes after alpha."}
+INSTRUCTION = "Check each chapter against the notes and report one fact of each."
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def readme_blocks() -> tuple[str, str]:
+    """The README's "Without Docker" block (`make up`) and the block run from another shell after it."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Running it as a service", 1)[1].split("\n## ", 1)[0]
+    after = section.split("Without Docker", 1)[1]
+    blocks = re.findall(r"```sh\n(.*?)```", after, re.DOTALL)
+    assert len(blocks) >= 2, "the README's service section lost its 'Without Docker' blocks"
+    return blocks[0], blocks[1]
+
+
+def commands(block: str) -> list[str]:
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.split("#", 1)[0].strip()]
+
+
+def on_spare_ports(block: str, replacements: dict[str, str]) -> str:
+    """The README's commands, with this test's database, ports and checkout in place of the defaults."""
+    for default, own in replacements.items():
+        assert default in block, f"the README no longer says {default}"
+        block = block.replace(default, own)
+    return block
+
+
+def spare_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def descendants(root: int) -> set[int]:
+    """Every running process below ``root``, across sessions (honcho starts each of its processes in its own)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_until(what: str, check: Callable[[], Any], seconds: float, log: Path) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+        except httpx.HTTPError:
+            value = None
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"{what}: not within {seconds} s; make up said:\n{log.read_text()[-4000:]}")
+
+
+@pytest.fixture
+def own_database() -> Iterator[str]:
+    """The URL of a database and role that do not exist yet (`make up` creates them); both dropped afterwards."""
+    name = f"plimsoll_up_{uuid.uuid4().hex[:10]}"
+    server = make_url(POSTGRES_URL)
+    yield server.set(username=name, password=None, database=name).render_as_string(hide_password=False)
+    admin = create_engine(server.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        connection.execute(text(f'DROP ROLE IF EXISTS "{name}"'))
+    admin.dispose()
+
+
+def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_database: str, tmp_path: Path) -> None:
+    up_block, client_block = readme_blocks()
+    assert commands(up_block) == ["make up"]
+    api_port, flower_port, emulator_port = spare_ports(3)
+    login = ("tester", secrets.token_hex(8))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PLIMSOLL_", "FLOWER_")) or "_TEST_" in k}
+    env.update(
+        PLIMSOLL_DATABASE_URL=own_database,
+        PLIMSOLL_ADMIN_USER=make_url(POSTGRES_URL).username or "postgres",
+        PLIMSOLL_BROKER_URL=REDIS_URL.rsplit("/", 1)[0] + f"/{UP_REDIS_DB}",
+        PLIMSOLL_STEP_QUEUE=f"plimsoll-up-{uuid.uuid4().hex[:8]}",
+        PLIMSOLL_RECONCILE_EVERY_SECONDS="1",  # beat's reconciler shows in Flower at once: events flow
+        API_PORT=str(api_port),
+        FLOWER_PORT=str(flower_port),
+        EMULATOR_PORT=str(emulator_port),
+        API_WORKERS="1",
+        WORKER_CONCURRENCY="1",
+        BEAT_SCHEDULE=str(tmp_path / "celerybeat-schedule"),
+        FLOWER_BASIC_AUTH=":".join(login),
+    )
+    log = tmp_path / "make-up.log"
+    with log.open("wb") as output:
+        up = subprocess.Popen(
+            ["make", "up"], cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    started: set[int] = set()
+    try:
+        api = httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=10)
+        flower = httpx.Client(base_url=f"http://127.0.0.1:{flower_port}", auth=login, timeout=10)
+        wait_until("the API", lambda: api.get("/healthz").status_code == 200, STARTUP_SECONDS, log)
+        wait_until(
+            "the emulator",
+            lambda: httpx.get(f"http://127.0.0.1:{emulator_port}/v1/emulator/config").status_code == 200,
+            STARTUP_SECONDS,
+            log,
+        )
+        wait_until(
+            "beat's reconciler in Flower",
+            lambda: flower.get("/api/tasks", params={"taskname": "plimsoll.reconcile"}).json(),
+            STARTUP_SECONDS,
+            log,
+        )
+        started = descendants(up.pid)
+        said = log.read_text()
+        assert f"API       http://127.0.0.1:{api_port}" in said
+        assert f"Flower    http://127.0.0.1:{flower_port}  login {login[0]} / {login[1]}" in said
+        assert httpx.get(f"http://127.0.0.1:{flower_port}/api/tasks").status_code == 401
+
+        # The README's next block, from another shell: a tenant, then a job submitted with the CLI until done.
+        (tmp_path / "chapters").mkdir()
+        for name, body in TEXTS.items():
+            (tmp_path / "chapters" / name).write_text(body)
+        script = on_spare_ports(
+            client_block,
+            {
+                "postgresql+psycopg://plimsoll@127.0.0.1:5432/plimsoll": own_database,
+                "http://127.0.0.1:8000": f"http://127.0.0.1:{api_port}",
+                ".venv/bin/": f"{ROOT}/.venv/bin/",
+            },
+        )
+        script += 'printf %s "$PLIMSOLL_API_KEY" >api-key\n'  # the key the block exported, for the API calls below
+        began = time.monotonic()
+        journey = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=JOB_SECONDS + STARTUP_SECONDS,
+        )
+        assert journey.returncode == 0, journey.stderr[-3000:]
+        done = int(journey.stdout.split()[0])  # `submit` prints the job's id first
+        print(f"README journey: {time.monotonic() - began:.1f} s; stdout {journey.stdout[:300]!r}")
+
+        api.headers["X-API-Key"] = (tmp_path / "api-key").read_text()
+        files = [("files", (name, body.encode(), "text/plain")) for name, body in TEXTS.items()]
+        documents = api.post("/v1/documents", files=files).json()["documents"]
+        ids = [d["id"] for d in documents]
+        stopped = api.post("/v1/jobs", json={"instruction": INSTRUCTION, "document_ids": ids, "max_steps": 1})
+        failed = stopped.json()["id"]
+        jobs = {job_id: finished(api, job_id, log) for job_id in (done, failed)}
+        assert jobs[done]["status"] == "succeeded"
+        assert jobs[failed]["status"] == "failed"
+        # The model's window shrinks below the request: the job ends at its plimsoll line, needing a new chat.
+        emulator = f"http://127.0.0.1:{emulator_port}/v1/emulator/config"
+        httpx.post(emulator, json={"limit": TOO_LONG_LIMIT}).raise_for_status()
+        long_texts = [{"name": c.name, "content": c.text} for c in chapters(3, chars=6_000, languages=("en",))]
+        long_ids = [api.post("/v1/documents", json=body).json()["documents"][0]["id"] for body in long_texts]
+        job = api.post("/v1/jobs", json={"instruction": INSTRUCTION, "document_ids": long_ids, "budget": 30_000})
+        too_long = job.json()["id"]
+        jobs[too_long] = finished(api, too_long, log)
+        assert jobs[too_long]["status"] == "needs_new_chat"
+
+        def tasks_of(job_id: int) -> list[dict[str, Any]]:
+            listed = flower.get("/api/tasks", params={"taskname": "plimsoll.run_step"}).json().values()
+            return sorted((t for t in listed if ast.literal_eval(t["args"])[0] == job_id), key=lambda t: t["received"])
+
+        shown = wait_until(
+            "both jobs' last steps in Flower",
+            lambda: all(tasks_of(j) and tasks_of(j)[-1]["state"] in ("SUCCESS", "FAILURE") for j in jobs) and jobs,
+            JOB_SECONDS,
+            log,
+        )
+        for job_id, job in shown.items():
+            tasks = tasks_of(job_id)
+            last_step = job["last_request"]["step"]
+            print(f"Flower's tasks of job {job_id} ({job['status']}):")
+            for task in tasks:
+                print("  ", {k: task[k] for k in ("state", "args", "result", "exception")})
+            *earlier, last = tasks
+            for task in earlier:
+                assert task["state"] == "SUCCESS"
+                outcome = ast.literal_eval(task["result"])
+                assert outcome["job_id"] == job_id and {"step", "status", "stage"} <= outcome.keys()
+            if job["status"] == "succeeded":
+                outcome = ast.literal_eval(last["result"])
+                assert last["state"] == "SUCCESS"
+                assert (outcome["step"], outcome["status"], outcome["action"]) == (last_step, "succeeded", "finished")
+                assert outcome["estimated_tokens"] > 0 and outcome["reported_tokens"] > 0
+            elif job["status"] == "needs_new_chat":  # too long: a limit of the model, shown, not a failure
+                outcome = ast.literal_eval(last["result"])
+                assert last["state"] == "SUCCESS"
+                assert (outcome["step"], outcome["status"]) == (last_step, "needs_new_chat")
+            else:
+                assert last["state"] == "FAILURE"
+                assert last["exception"].startswith("JobFailed(")
+                assert f"job {job_id} failed at step {last_step}" in last["exception"]
+        page = flower.get("/tasks").text
+        headers = re.findall(r'<th data-column="([a-z_]+)">', page)
+        assert {"args", "result", "exception", "state"} <= set(headers), headers
+    finally:
+        if up.poll() is None:
+            os.killpg(up.pid, signal.SIGINT)  # Ctrl-C in the terminal `make up` runs in
+        try:
+            up.wait(timeout=STOP_SECONDS)
+        finally:
+            left = [pid for pid in started | descendants(up.pid) if alive(pid)]
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+    assert started, "no process was seen running"
+    assert left == [], f"still running after Ctrl-C: {left}"
+    for port in (api_port, flower_port, emulator_port):
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still answers"
+
+
+def finished(api: httpx.Client, job_id: int, log: Path) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        job: dict[str, Any] = api.get(f"/v1/jobs/{job_id}").json()
+        return job if job["status"] not in ("queued", "running") else None
+
+    result: dict[str, Any] = wait_until(f"job {job_id}", done, JOB_SECONDS, log)
+    return result
