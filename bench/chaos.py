@@ -151,7 +151,8 @@ def run_chaos(config: ChaosConfig, log: bool = True) -> ChaosResult:
         if log:
             print(f"[chaos {config.broker}] {text}", flush=True)
 
-    rng = random.Random(config.seed)
+    # One generator per purpose: the fault schedule stays the same whatever the job plan draws.
+    jobs_rng, faults_rng = random.Random(f"{config.seed}:jobs"), random.Random(f"{config.seed}:faults")
     processes = Processes()
     started = time.monotonic()
     sink = SentrySink()
@@ -195,11 +196,11 @@ def run_chaos(config: ChaosConfig, log: bool = True) -> ChaosResult:
         window_start = time.monotonic()
         submitter = threading.Thread(
             target=_submit_all,
-            args=(database, cluster, job_plan(config, rng), config, window_start, result),
+            args=(database, cluster, job_plan(config, jobs_rng), config, window_start, result),
             daemon=True,
         )
         submitter.start()
-        _inject(plan_faults(config, rng), rng, cluster, postgres, redis, window_start, result, say)
+        _inject(plan_faults(config, faults_rng), faults_rng, cluster, postgres, redis, window_start, result, say)
         remaining = config.seconds - (time.monotonic() - window_start)
         time.sleep(max(0.0, remaining))
         emulator.configure(faults={"rate": 0.0})

@@ -17,6 +17,7 @@ from pathlib import Path
 from bench.chaos_services import Processes, pool_children
 
 POOL_SIZE = 2
+CHILD_WAIT_SECONDS = 10.0
 
 
 class Cluster:
@@ -76,11 +77,16 @@ class Cluster:
         return self.enqueuer.stdout.readline().decode().strip()
 
     def kill_child(self, rng: random.Random) -> str:
-        """kill -9 one pool child of a worker picked at random."""
-        pools = {slot: pool_children(w.pid) for slot, w in enumerate(self.workers) if w is not None}
-        candidates = sorted(slot for slot, children in pools.items() if children)
-        if not candidates:
-            return "no pool child running"
+        """kill -9 one pool child of a worker picked at random (waiting a little if every pool is restarting)."""
+        deadline = time.monotonic() + CHILD_WAIT_SECONDS
+        while True:
+            pools = {slot: pool_children(w.pid) for slot, w in enumerate(self.workers) if w is not None}
+            candidates = sorted(slot for slot, children in pools.items() if children)
+            if candidates:
+                break
+            if time.monotonic() > deadline:
+                return "no pool child running"
+            time.sleep(0.2)
         slot = rng.choice(candidates)
         with contextlib.suppress(ProcessLookupError):
             os.kill(rng.choice(pools[slot]), signal.SIGKILL)
