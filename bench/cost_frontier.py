@@ -506,6 +506,16 @@ def plot(results: Mapping[str, Sequence[Point]], titles: Mapping[str, str], path
                 label=family,
                 linewidth=2.5 if family in (DEFAULT_FAMILY, ECONOMIC_FAMILY) else 1.2,
             )
+        over = [p for p in points if p.over_budget]
+        axis.scatter(
+            [p.mean / 1e3 for p in over],
+            [p.cost[FIVE_MINUTES.name] / 1e6 for p in over],
+            marker="x",
+            color="black",
+            s=60,
+            zorder=3,
+            label="sends requests over the budget",
+        )
         axis.set_title(titles[key])
         axis.set_xlabel("mean request (thousand tokens kept)")
         axis.set_ylabel(f"input cost, {FIVE_MINUTES.name} (M uncached tokens)")
