@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import os
+import random
 import re
 import secrets
 import signal
@@ -31,7 +32,8 @@ STARTUP_SECONDS = 60.0
 JOB_SECONDS = 30.0
 STOP_SECONDS = 30.0
 TOO_LONG_LIMIT = 2_000  # the emulator's window for the third job: less than its first request
-UP_REDIS_DB = 13  # not the tests' 0: Flower must see only the events of the worker `make up` started
+# Not the tests' Redis database 0, and a step queue of its own: Flower sees only the steps of this run.
+UP_REDIS_DBS = range(1, 16)
 TEXTS = {"a.txt": "Alpha is the first letter.", "b.txt": "Beta comes after alpha."}
 INSTRUCTION = "Check each chapter against the notes and report one fact of each."
 
@@ -128,12 +130,13 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
     assert commands(up_block) == ["make up"]
     api_port, flower_port, emulator_port = spare_ports(3)
     login = ("tester", secrets.token_hex(8))
+    queue = f"plimsoll-up-{uuid.uuid4().hex[:8]}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PLIMSOLL_", "FLOWER_")) or "_TEST_" in k}
     env.update(
         PLIMSOLL_DATABASE_URL=own_database,
         PLIMSOLL_ADMIN_USER=make_url(POSTGRES_URL).username or "postgres",
-        PLIMSOLL_BROKER_URL=REDIS_URL.rsplit("/", 1)[0] + f"/{UP_REDIS_DB}",
-        PLIMSOLL_STEP_QUEUE=f"plimsoll-up-{uuid.uuid4().hex[:8]}",
+        PLIMSOLL_BROKER_URL=REDIS_URL.rsplit("/", 1)[0] + f"/{random.choice(UP_REDIS_DBS)}",
+        PLIMSOLL_STEP_QUEUE=queue,
         PLIMSOLL_RECONCILE_EVERY_SECONDS="1",  # beat's reconciler shows in Flower at once: events flow
         API_PORT=str(api_port),
         FLOWER_PORT=str(flower_port),
@@ -218,7 +221,8 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
 
         def tasks_of(job_id: int) -> list[dict[str, Any]]:
             listed = flower.get("/api/tasks", params={"taskname": "plimsoll.run_step"}).json().values()
-            return sorted((t for t in listed if ast.literal_eval(t["args"])[0] == job_id), key=lambda t: t["received"])
+            ours = (t for t in listed if t["routing_key"] == queue and ast.literal_eval(t["args"])[0] == job_id)
+            return sorted(ours, key=lambda t: t["received"])
 
         shown = wait_until(
             "both jobs' last steps in Flower",
