@@ -4,6 +4,7 @@ submit's job options, checks and clean-up, --json everywhere, and the exit codes
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shlex
@@ -420,3 +421,20 @@ def parse(group: Any, argv: list[str]) -> Any:
     if hasattr(command, "resolve_command"):  # a group of its own: tenant
         return parse(command, rest)
     return command.make_context(name or "", rest, parent=context)
+
+
+# The house: the command line uses the other packages; none of them imports it
+
+
+def test_no_other_package_imports_the_command_line() -> None:
+    importers = []
+    for package in ("plimsoll", "models", "worker", "api", "emulator", "migrations"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                if any(name == "cli" or name.startswith("cli.") for name in names):
+                    importers.append(str(path.relative_to(ROOT)))
+    assert importers == []
+    assert (ROOT / "cli" / "main.py").is_file()
