@@ -11,18 +11,27 @@ import pytest
 pytest.importorskip("langchain")
 pytest.importorskip("matplotlib")
 
+from bench.cache_model import LOOKBACK, MIN_TOKENS, ONE_HOUR, AnthropicCache
 from bench.cost_frontier import (  # after the skips: langchain and matplotlib are bench extras
     DEFAULT_FAMILY,
     ECONOMIC_FAMILY,
+    PAUSED_1H,
     PAUSED_5M,
     PRICINGS,
     Goal,
     Point,
+    Stored,
     dominance,
+    gap_before,
     no_worse_than_four,
+    plan_run,
     ratio_goal,
     report,
+    workloads,
 )
+from bench.frontier_policies import sweep
+from emulator.counting import Unit
+from emulator.prompt_cache import AnthropicPromptCache
 
 PLIMSOLL = ("Plimsoll", "cache-economic")
 
@@ -99,3 +108,27 @@ def test_goals_follow_the_figures(frontier: Frontier) -> None:
     assert dominance(cheap, ECONOMIC_FAMILY, pricing).met
     assert no_worse_than_four(cheap).met
     assert not no_worse_than_four(dear).met
+
+
+@pytest.mark.parametrize("family", [DEFAULT_FAMILY, ECONOMIC_FAMILY])
+def test_the_cache_model_reads_and_writes_what_the_emulators_cache_does(family: str) -> None:
+    """Where the two can differ (an entry kept alive by reads through it, bench.cache_model) plays no part, within
+    an hour's TTL, the benchmark's cache and the emulator's agree request by request."""
+    workload = workloads(scale=0.1)[0]
+    stored = Stored(workload.build())
+    policy = next(p for p in sweep(workload.budget, (1.0,)) if p.family == family)
+    calls, _ = plan_run(policy, stored, PAUSED_1H)
+    ours, theirs = AnthropicCache(ONE_HOUR), AnthropicPromptCache()
+    now, rewrites = 0.0, 0
+    for call, sent in enumerate(calls):
+        now += gap_before(call)
+        marks = sorted({*sent.marks, len(sent.keys) - 1})
+        usage = ours.send(sent.keys, sent.tokens, sent.blocks, marks, now)
+        units = [
+            Unit(str(key).encode(), tuple(range(tokens)), {"type": "ephemeral"} if i in marks else None)
+            for i, (key, tokens) in enumerate(zip(sent.keys, sent.tokens, strict=True))
+        ]
+        got = theirs.apply(model="m", units=units, now=now, ttl_seconds=3600, min_tokens=MIN_TOKENS, lookback=LOOKBACK)
+        assert (usage.read, usage.written) == (got.read, got.written), call
+        rewrites += usage.written > sum(sent.tokens) // 2
+    assert rewrites > 1  # the run clears, so the prefix does change
