@@ -105,6 +105,7 @@ class ChaosResult:
     code: str
     submitted: list[Submitted] = field(default_factory=list)
     submit_failures: int = 0
+    worker_exits: int = 0  # worker main processes that exited on their own, restarted by the supervisor
     faults: list[FaultRecord] = field(default_factory=list)
     last_fault: float = 0.0  # seconds after the start of the fault window
     all_ended_at: float | None = None  # idem; None: some job never ended
@@ -211,6 +212,7 @@ def run_chaos(config: ChaosConfig, log: bool = True) -> ChaosResult:
         if result.all_ended_at is not None:
             result.all_ended_at -= window_start
         _too_long_phase(database, cluster, emulator, config, result)
+        result.worker_exits = cluster.supervisor_restarts
         result.checks = check_jobs(database, result.submitted)
         time.sleep(2)  # the SDK sends events from a background thread
         result.sentry = sink.snapshot()

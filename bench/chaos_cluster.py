@@ -1,5 +1,9 @@
 """The Celery side of a chaos run: N worker processes (prefork, 2 children each), beat, and the enqueuing client,
-each in its own process group, with the kills the harness injects."""
+each in its own process group, with the kills the harness injects.
+
+A supervisor thread plays compose's ``restart: unless-stopped``: a worker whose main process exits on its own (a
+prefork worker exits, for one, when a pool child dies before it has started) is started again a second later,
+and counted."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from pathlib import Path
 from bench.chaos_services import Processes, pool_children
 
 POOL_SIZE = 2
+SUPERVISOR_RESTART_DELAY = 1.0
 CHILD_WAIT_SECONDS = 10.0
 
 
@@ -25,7 +30,8 @@ class Cluster:
         self.processes = processes
         self.code_dir = code_dir
         self.env = {**env, "PYTHONPATH": str(code_dir), "PYTHONUNBUFFERED": "1"}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one job id at a time through the enqueuer's pipes
+        self._slots = threading.Lock()  # the worker slots, between the supervisor and the fault injector
         self.enqueuer = processes.spawn(
             [sys.executable, "-m", "bench.chaos_enqueue"], log="enqueue.log", env=self.env, cwd=code_dir, pipes=True
         )
@@ -34,8 +40,13 @@ class Cluster:
             raise RuntimeError(f"the enqueuer did not start; see {processes.root / 'enqueue.log'}")
         self.queue = first.split(" ", 1)[1]
         self.workers: list[subprocess.Popen[bytes] | None] = [None] * workers
+        self.supervisor_restarts = 0
+        self._held: set[int] = set()  # slots the fault injector is restarting itself
+        self._closing = threading.Event()
         for slot in range(workers):
             self.start_worker(slot)
+        self._supervisor = threading.Thread(target=self._supervise, name="chaos-supervisor", daemon=True)
+        self._supervisor.start()
         self.beat = processes.spawn(
             [*self._celery, "beat", "-s", str(processes.root / "beat-schedule"), "--loglevel=warning"],
             log="beat.log",
@@ -52,6 +63,20 @@ class Cluster:
         args += ["--loglevel=warning", "-n", f"chaos{slot}@%h"]
         process = self.processes.spawn(args, log=f"worker{slot}.log", env=self.env, cwd=self.code_dir)
         self.workers[slot] = process
+
+    def _supervise(self) -> None:
+        while not self._closing.wait(0.5):
+            for slot, process in enumerate(self.workers):
+                with self._slots:
+                    exited = slot not in self._held and process is not None and process.poll() is not None
+                if exited and process is not None:
+                    self.processes.kill_group(process)  # its orphaned pool children, if any
+                    time.sleep(SUPERVISOR_RESTART_DELAY)
+                    with self._slots:
+                        if self._closing.is_set() or slot in self._held:
+                            continue
+                        self.supervisor_restarts += 1
+                        self.start_worker(slot)
 
     def wait_ready(self, timeout: float) -> None:
         """Until every worker has its pool up."""
@@ -95,17 +120,23 @@ class Cluster:
     def kill_worker(self, slot: int, pause: float) -> str:
         """kill -9 a worker's main process, and start it again ``pause`` seconds later. Its orphaned pool
         children die with it at the restart, as they would with their machine."""
-        process = self.workers[slot]
+        with self._slots:
+            self._held.add(slot)
+            process = self.workers[slot]
         if process is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(process.pid, signal.SIGKILL)
         time.sleep(pause)
         if process is not None:
             self.processes.kill_group(process)
-        self.start_worker(slot)
+        with self._slots:
+            self.start_worker(slot)
+            self._held.discard(slot)
         return f"worker {slot}"
 
     def close(self) -> None:
+        self._closing.set()
+        self._supervisor.join(timeout=5)
         for process in [*self.workers, self.beat, self.enqueuer]:
             if process is not None:
                 self.processes.kill_group(process)

@@ -91,6 +91,7 @@ def figures(result: ChaosResult) -> list[tuple[str, str]]:
         ("messages missing / duplicated", f"{checks.messages_missing} / {checks.messages_duplicated}"),
         ("step records / missing", f"{checks.step_records:,} / {checks.steps_missing}"),
         ("faults injected", ", ".join(f"{kind} ×{n}" for kind, n in faults.items()) or "none"),
+        ("worker exits on their own (restarted as compose would)", str(result.worker_exits)),
         ("model requests / faults the emulator injected", _rejections(result)),
         ("transient retries recorded on jobs", str(checks.retries)),
         ("fault window / last fault at", f"{config.seconds:.0f} s / {result.last_fault:.1f} s"),
