@@ -93,10 +93,12 @@ def delete_document(session: Session, *, tenant_id: int, document_id: int) -> No
 
 
 def documents_of(session: Session, *, tenant_id: int, ids: Sequence[int]) -> list[Document]:
-    """The tenant's documents with these ids, in the order asked; NotFound names any that are missing."""
-    found = {
-        d.id: d for d in session.scalars(select(Document).where(Document.tenant_id == tenant_id, Document.id.in_(ids)))
-    }
+    """The tenant's documents with these ids, in the order asked; NotFound names any that are missing.
+
+    Key-share locked until the transaction ends: a job being created over them and ``delete_document`` wait for
+    each other, so the job either finds a document gone (404) or the delete sees the job (409)."""
+    query = select(Document).where(Document.tenant_id == tenant_id, Document.id.in_(ids))
+    found = {d.id: d for d in session.scalars(query.with_for_update(read=True, key_share=True))}
     missing = [i for i in ids if i not in found]
     if missing:
         raise NotFound(f"no document with id {', '.join(map(str, missing))}")

@@ -4,6 +4,7 @@ hash and deleted, jobs filtered by status, and a job checked before anything is 
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,9 @@ from alembic import command
 from sqlalchemy import func, select, text
 
 from models.db import Database, make_engine
-from models.documents import store_document
+from models.documents import delete_document, store_document
+from models.errors import NotFound
+from models.jobs import create_job
 from models.migrate import alembic_config
 from models.settings import get_settings
 from models.tables import Document, Job, JobDocument, JobStatus
@@ -201,3 +204,50 @@ def test_the_migration_hashes_the_documents_stored_before_it(tmp_path: Path) -> 
         database.dispose()
     assert hashes == [hashlib.sha256(t.encode()).hexdigest() for t in texts]
     assert (stored.document.id, stored.reused) == (1, True)
+
+
+def test_a_delete_racing_a_job_being_created_waits_and_sees_the_job(api: Api) -> None:
+    caller = api.tenant()
+    document = caller.document("a.txt", "Alpha.")
+    answers: list[int] = []
+
+    def delete() -> None:
+        answers.append(caller.client.delete(f"/v1/documents/{document}", headers=caller.headers).status_code)
+
+    with api.database.session() as session:  # the job's transaction, not yet committed when the delete comes
+        job = create_job(session, tenant_id=caller.tenant_id, instruction="Read.", document_ids=[document])
+        deleting = threading.Thread(target=delete)
+        deleting.start()
+        deleting.join(0.5)
+        assert deleting.is_alive(), "the delete did not wait for the job's transaction"
+    deleting.join(10)
+
+    assert answers == [409]
+    assert [d.id for d in stored_documents(api.database, caller.tenant_id)] == [document]
+    assert caller.get(f"/v1/jobs/{job.id}").json()["status"] == "queued"
+
+
+def test_a_job_racing_a_delete_waits_and_finds_the_document_gone(api: Api) -> None:
+    caller = api.tenant()
+    document = caller.document("a.txt", "Alpha.")
+    outcome: list[BaseException | int] = []
+
+    def create() -> None:
+        try:
+            with api.database.session() as session:
+                outcome.append(create_job(session, tenant_id=caller.tenant_id, instruction="Read.",
+                                          document_ids=[document]).id)  # fmt: skip
+        except BaseException as error:
+            outcome.append(error)
+
+    with api.database.session() as session:  # the delete's transaction, not yet committed when the job comes
+        delete_document(session, tenant_id=caller.tenant_id, document_id=document)
+        creating = threading.Thread(target=create)
+        creating.start()
+        creating.join(0.5)
+        assert creating.is_alive(), "the job did not wait for the delete's transaction"
+    creating.join(10)
+
+    [error] = outcome
+    assert isinstance(error, NotFound), repr(error)  # a 404 naming the document, not a database error
+    assert str(error) == f"no document with id {document}"
