@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # setuptools explains editable installs of a flat layout in a boxed UserWarning on every install; keep it quiet.
 QUIET_BUILD := PYTHONWARNINGS=ignore::UserWarning
 
-.PHONY: demo up test lint bench install install-dev services clean
+.PHONY: demo up test lint bench install install-dev services compose clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,16 @@ $(BIN)/honcho: | $(BIN)/python
 services:  ## PostgreSQL and Redis at their local addresses: found, started, or said what is missing
 	bash .ci/ensure-services
 
-test: install-dev services  ## the whole test suite against real PostgreSQL, Redis and a Celery worker
+# tests/test_compose.py has Docker Compose itself validate docker-compose.yml (`config` needs no Docker daemon).
+compose:  ## Docker Compose for the tests: found, installed from Debian when run as root, or said what is missing
+	@command -v docker-compose >/dev/null || docker compose version >/dev/null 2>&1 \
+	|| { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	     && echo "Installing Debian's docker-compose ..." >&2 \
+	     && DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+	     && DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 apt-get install -y -qq docker-compose >/dev/null; } \
+	|| echo "No Docker Compose here, so tests/test_compose.py will fail: install it (apt-get install docker-compose)." >&2
+
+test: install-dev services compose  ## the whole test suite against real PostgreSQL, Redis and a Celery worker
 	$(BIN)/pytest -q
 
 lint: install-dev
