@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from cli.common import Json, print_json
 from worker.demo import DemoReport, run_demo
 from worker.demo import Progress as DemoProgress
 
@@ -22,11 +24,12 @@ def demo(
     chapters: Annotated[int, typer.Option(min=2, help="How many chapters the subagent checks.")] = 40,
     chars: Annotated[int, typer.Option(min=1_000, help="Characters per chapter.")] = 45_000,
     budget: Annotated[int, typer.Option(min=10_000, help="Input tokens per request.")] = 400_000,
+    as_json: Json = False,
 ) -> None:
     """Check 40 long multilingual chapters with a subagent, under a budget far below their total: no services
     needed (SQLite, an in-process worker and the bundled model emulator)."""
     folder.mkdir(parents=True, exist_ok=True)
-    console = Console()
+    console = Console(stderr=True) if as_json else Console()  # with --json, the progress goes to standard error
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as bar:
         task = bar.add_task("chapters read", total=chapters)
@@ -40,7 +43,10 @@ def demo(
             )
 
         report = run_demo(folder, count=chapters, chars=chars, budget=budget, on_progress=show)
-    console.print(summary(report))
+    if as_json:
+        print_json(asdict(report))
+    else:
+        console.print(summary(report))
     if report.status != "succeeded" or report.chapters_read != report.chapters:
         raise typer.Exit(1)
 

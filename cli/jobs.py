@@ -82,7 +82,7 @@ def submit(
         again = f" ({len(uploaded.reused)} stored already)" if uploaded.reused else ""
         plain(
             err,
-            f"Job {created.id} queued: {len(uploaded.documents)} documents{again}, {created.model}, "
+            f"Job {created.id} queued: {count(len(uploaded.documents), 'document')}{again}, {created.model}, "
             f"budget {created.budget:,} tokens.",
         )
         for warning in created.warnings:
@@ -267,6 +267,10 @@ def _block_line(block: dict[str, Any]) -> str:
             content = "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
         return f"[tool_result {block.get('tool_use_id', '')}] {_shortened(str(content))}"
     return _shortened(json.dumps(block, ensure_ascii=False))
+
+
+def count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _shortened(text: str) -> str:

@@ -8,7 +8,8 @@ import typer
 import uvicorn
 from rich.console import Console
 
-from models.migrate import upgrade
+from cli.common import Json, print_json
+from models.migrate import current_revision, upgrade
 from models.settings import get_settings
 
 app = typer.Typer()
@@ -48,7 +49,10 @@ def beat(loglevel: Annotated[str, typer.Option(help="Celery's log level.")] = "i
 
 
 @app.command()
-def migrate() -> None:
+def migrate(as_json: Json = False) -> None:
     """Bring the database (PLIMSOLL_DATABASE_URL) to the newest schema."""
-    upgrade(get_settings().database_url)
+    url = get_settings().database_url
+    upgrade(url)
     Console(stderr=True).print("The database is up to date.")
+    if as_json:
+        print_json({"revision": current_revision(url)})

@@ -6,6 +6,9 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+
+from models.db import make_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -20,3 +23,13 @@ def alembic_config(url: str) -> Config:
 def upgrade(url: str) -> None:
     """Bring the database at ``url`` to the newest schema."""
     command.upgrade(alembic_config(url), "head")
+
+
+def current_revision(url: str) -> str | None:
+    """The revision the database at ``url`` is at (None: not migrated at all)."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
+    finally:
+        engine.dispose()

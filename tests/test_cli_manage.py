@@ -257,8 +257,8 @@ def test_submit_again_reuses_the_stored_documents(served: Served, key: str, tmp_
     second = run(served, key, "submit", tmp_path / "a.txt", "-i", "Read again.")
 
     assert first.exit_code == second.exit_code == 0
-    assert "1 documents," in first.stderr and "stored already" not in first.stderr
-    assert "1 documents (1 stored already)," in second.stderr
+    assert "queued: 1 document, " in first.stderr and "stored already" not in first.stderr
+    assert "queued: 1 document (1 stored already), " in second.stderr
     assert len(documents_of(served.database, key)) == 1
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -77,7 +78,7 @@ def wait_for_lines(process: subprocess.Popen[str], *wanted: str, seconds: float 
 
 def test_migrate_brings_an_empty_database_to_the_newest_schema(empty_database: str, tmp_path: Path) -> None:
     outcome = subprocess.run(
-        [sys.executable, "-m", "cli", "migrate"], cwd=tmp_path, env=environment(empty_database),
+        [sys.executable, "-m", "cli", "migrate", "--json"], cwd=tmp_path, env=environment(empty_database),
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 
@@ -88,6 +89,7 @@ def test_migrate_brings_an_empty_database_to_the_newest_schema(empty_database: s
         version = connection.scalar(text("SELECT version_num FROM alembic_version"))
     engine.dispose()
     assert version == ScriptDirectory.from_config(alembic_config(empty_database)).get_current_head()
+    assert json.loads(outcome.stdout) == {"revision": version}
 
 
 def test_worker_with_beat_runs_the_reconciler(empty_database: str, tmp_path: Path) -> None:
@@ -110,15 +112,21 @@ def test_beat_alone_sends_the_reconciler_on_schedule(empty_database: str, tmp_pa
     assert (tmp_path / "celerybeat-schedule").exists() or any(tmp_path.glob("celerybeat-schedule*"))
 
 
-def test_demo_runs_on_the_embedded_defaults(tmp_path: Path) -> None:
+@pytest.mark.parametrize("as_json", [False, True])
+def test_demo_runs_on_the_embedded_defaults(tmp_path: Path, as_json: bool) -> None:
     outcome = subprocess.run(
         [sys.executable, "-m", "cli", "demo", "--folder", str(tmp_path / "var"), "--chapters", "2",
-         "--chars", "1000", "--budget", "10000"],
+         "--chars", "1000", "--budget", "10000", *(["--json"] if as_json else [])],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
         env={k: v for k, v in os.environ.items() if not k.startswith("PLIMSOLL_")},
     )  # fmt: skip
 
     assert outcome.returncode == 0, outcome.stdout + outcome.stderr
-    assert "chapters read and noted correctly" in outcome.stdout
-    assert "2 of 2" in outcome.stdout
+    if as_json:
+        report = json.loads(outcome.stdout)
+        assert (report["status"], report["chapters"], report["chapters_read"]) == ("succeeded", 2, 2)
+        assert "2/2" in outcome.stderr  # the progress bar, out of the way of the JSON
+    else:
+        assert "chapters read and noted correctly" in outcome.stdout
+        assert "2 of 2" in outcome.stdout
     assert (tmp_path / "var").is_dir()
