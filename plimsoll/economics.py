@@ -116,18 +116,19 @@ def _growth(tokens: Sequence[int]) -> int:
     return sum(tokens[len(tokens) - 2 * rounds :]) // rounds if rounds else 0
 
 
-def _order(candidates: Sequence[tuple[int, int, str]], saving: int) -> list[tuple[int, int, str]]:
-    """Large first (factors of four), the older first among results of about the same size."""
-    return sorted(candidates, key=lambda r: (-((r[1] - saving).bit_length() // 2), r[0]))
+def _order(candidates: Sequence[tuple[int, int, str]], note: int) -> list[tuple[int, int, str]]:
+    """Large first (what clearing saves, in factors of four), the older first among results of about that size."""
+    return sorted(candidates, key=lambda r: (-((r[1] - note).bit_length() // 2), r[0]))
 
 
-def _clear_until(order: Sequence[tuple[int, int, str]], size: int, target: int, saving: int) -> tuple[set[str], int]:
+def _clear_until(order: Sequence[tuple[int, int, str]], size: int, target: int, note: int) -> tuple[set[str], int]:
+    """Clear results in ``order`` until the request is within ``target``; what was chosen and the size reached."""
     chosen: set[str] = set()
     for _, tokens, rid in order:
         if size <= target:
             break
         chosen.add(rid)
-        size -= tokens - saving
+        size -= tokens - note
     return chosen, size
 
 
@@ -164,7 +165,7 @@ def plan_economic(
     if not cache.caches:  # nothing to reuse: the least clearing that fits, oldest first
         cleared, size = _clear_until(eligible, total, budget, note)
     else:
-        kept = set() if cache.cold else set(cache.previous_cleared or ()) & {rid for _, _, rid in eligible}
+        kept = set(cache.previous_cleared or ()) & {rid for _, _, rid in eligible}
         size = size_with(kept)
         deepen = size > budget or (cache.cold and size > (low + budget) // 2)
         if deepen and cache.cold:

@@ -207,6 +207,8 @@ def test_a_cold_cache_is_the_moment_to_clear_deeply() -> None:
     assert first.tokens <= budget * 0.5
     warm = first
     while warm.tokens <= (0.5 + 1) / 2 * budget:  # warm: what was cleared stays, the prefix does not move
+        cool = CacheView(idle_seconds=400, previous_cleared=first.cleared)  # cold, but lower half: nothing to gain
+        assert fit_cached(history[:end], budget, cache=cool, economy=economy)[0] == warm
         end += 2
         warm, _ = fit_cached(
             history[:end], budget, cache=CacheView(idle_seconds=20, previous_cleared=first.cleared), economy=economy
