@@ -66,14 +66,13 @@ def test_a_step_whose_message_was_lost_is_queued_again_by_the_reconciler(
     assert job.status == JobStatus.SUCCEEDED, job.error
 
 
-def test_a_main_job_whose_subagents_needed_a_new_chat_ends_incomplete_with_a_notice(
+def test_a_main_job_whose_subagents_did_not_finish_ends_incomplete_with_a_notice(
     database: Database, emulator_reset: EmulatorServer
 ) -> None:
-    # The model takes far less than the job's budget: the subagents' reads of long chapters are rejected as too
-    # long, while the main job, which only delegates, stays small.
-    emulator_reset.configure(limit=20_000)  # 16,000 of it is kept for the reply
-    texts = {c.name: c.text for c in chapters(12, chars=9_000, languages=("en",))}
-    job_id = submit(database, texts, budget=30_000)
+    # The step limit set on the main job holds for each subagent: four steps do not read ten chapters (the
+    # emulator's agent hands out groups of ten), while the main job needs two (delegate, then report).
+    texts = {c.name: c.text for c in chapters(20, chars=2_000, languages=("en",))}
+    job_id = submit(database, texts, budget=30_000, max_steps=4)
     job = wait_for(database, job_id, timeout=120)
 
     assert job.status == JobStatus.INCOMPLETE, job.error
@@ -81,6 +80,7 @@ def test_a_main_job_whose_subagents_needed_a_new_chat_ends_incomplete_with_a_not
     with database.session() as session:
         children = list(session.scalars(select(Job).where(Job.parent_id == job_id)))
         notices = list(session.scalars(select(Notice.text).where(Notice.job_id == job_id)))
-    assert {c.status for c in children} == {JobStatus.NEEDS_NEW_CHAT}
+    assert len(children) == 2 and {c.status for c in children} == {JobStatus.FAILED}
     assert len(notices) == 1
-    assert all(f"subagent {c.id} (its conversation grew too long for the model)" in notices[0] for c in children)
+    why = "it failed: stopped after 4 steps, the limit of this job"
+    assert all(f"subagent {c.id} ({why})" in notices[0] for c in children)

@@ -92,7 +92,9 @@ def test_a_subagent_reads_40_russian_chapters_under_a_budget_far_below_their_tot
         assert all(
             m.token_estimate == estimate_message({"role": m.role, "content": m.content}, job.profile) for m in stored
         )
-        assert all(s.estimated_tokens <= s.planning_budget <= 40_000 for s in steps)
+        # The planning budget goes above the budget only when the model's counts ran under our estimates.
+        # (the stored factor is rounded to four places)
+        assert all(s.estimated_tokens <= s.planning_budget <= 40_000 / s.calibration_factor * 1.001 for s in steps)
         assert all(s.reported_input_tokens is not None and s.reported_input_tokens <= 40_000 for s in steps)
         assert {s.stage for s in steps} >= {"as_is", "cleared_results"}
         # Nothing the fitter cleared is missing from storage: every chapter read is stored whole.
