@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from api.client import ClientError, PlimsollClient
+from api.routes.pagination import MAX_LIMIT
+from api.schemas import MAX_ID
 
 ApiUrl = Annotated[str, typer.Option("--api-url", envvar="PLIMSOLL_API_URL", help="The Plimsoll API.")]
 ApiKey = Annotated[
@@ -19,9 +21,9 @@ ApiKey = Annotated[
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print one JSON document on standard output, for scripts.")]
 Interval = Annotated[float, typer.Option("--interval", min=0.01, help="Seconds between two looks at the job.")]
-Offset = Annotated[int, typer.Option(min=0, help="Skip this many items.")]
-Limit = Annotated[int, typer.Option(min=1, max=1000, help="Show at most this many items.")]
-JobId = Annotated[int, typer.Argument(min=1, help="The job's id.")]
+Offset = Annotated[int, typer.Option(min=0, max=MAX_ID, help="Skip this many items.")]
+Limit = Annotated[int, typer.Option(min=1, max=MAX_LIMIT, help="Show at most this many items.")]
+JobId = Annotated[int, typer.Argument(min=1, max=MAX_ID, help="The job's id.")]
 
 
 PIPE_WIDTH = 10_000  # standard output into a pipe or a file: one line per table row, never wrapped

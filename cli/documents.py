@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from api.client import DEFAULT_API_URL
+from api.schemas import MAX_ID
 from cli.common import ApiKey, ApiUrl, Json, Limit, Offset, api, consoles, plain, print_json, table
 
 app = typer.Typer()
@@ -23,7 +24,7 @@ def documents(
     api_key: ApiKey,
     action: Annotated[Action, typer.Argument(help="list, or delete ID.")] = Action.LIST,
     document_id: Annotated[
-        int | None, typer.Argument(min=1, help="The document to delete.", show_default=False)
+        int | None, typer.Argument(min=1, max=MAX_ID, help="The document to delete.", show_default=False)
     ] = None,
     offset: Offset = 0,
     limit: Limit = 50,

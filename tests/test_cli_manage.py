@@ -51,7 +51,11 @@ def key(database: Database) -> str:
 
 
 def run(served: Served, key: str, *args: str | Path) -> Result:
-    return CliRunner().invoke(cli, [*map(str, args), "--api-url", served.url, "--api-key", key])
+    return run_at(served.url, key, *args)
+
+
+def run_at(url: str, key: str, *args: str | Path) -> Result:
+    return CliRunner().invoke(cli, [*map(str, args), "--api-url", url, "--api-key", key])
 
 
 def operator(*args: str) -> Result:
@@ -438,3 +442,20 @@ def test_no_other_package_imports_the_command_line() -> None:
                     importers.append(str(path.relative_to(ROOT)))
     assert importers == []
     assert (ROOT / "cli" / "main.py").is_file()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("steps", "0"),
+        ("messages", str(2**63)),
+        ("messages", "1", "--limit", "0"),
+        ("jobs", "--limit", str(10**6)),
+        ("documents", "delete", "-1"),
+        ("cancel", "twelve"),
+    ],
+)
+def test_out_of_range_ids_and_pages_are_usage_errors_before_any_request(args: tuple[str, ...]) -> None:
+    outcome = run_at("http://127.0.0.1:9", "pls_unused", *args)  # nothing listens there: no request is made
+    assert outcome.exit_code == 2, outcome.output
+    assert "Invalid value" in outcome.stderr or "No such option" in outcome.stderr
