@@ -380,6 +380,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=ChaosConfig.seed)
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument("--keep-logs", action="store_true", help="keep the processes' logs (path printed)")
+    parser.add_argument("--append", type=Path, help="another run's report to append (e.g. on an older commit)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
@@ -398,7 +399,8 @@ def main(argv: list[str] | None = None) -> None:
         print(render(result), flush=True)
         results.append(result)
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(results_markdown(results, command=_command(args)))
+    earlier = args.append.read_text() if args.append else None
+    args.output.write_text(results_markdown(results, command=_command(args), earlier=earlier))
     print(f"wrote {args.output}")
 
 
@@ -406,6 +408,7 @@ def _command(args: argparse.Namespace) -> str:
     return (
         f"python -m bench.chaos --broker {args.broker} --jobs {args.jobs} --workers {args.workers} "
         f"--seconds {args.seconds:g} --settle {args.settle:g} --seed {args.seed}"
+        + (f" --append {args.append}" if args.append else "")
     )
 
 
