@@ -138,6 +138,11 @@ class Usage(BaseModel):
     output_tokens: int
     cache_read_tokens: int
     cache_write_tokens: int
+    cost_vs_uncached: float | None = Field(
+        default=None,
+        description="what the input cost at Anthropic's prices (cache writes 1.25x, reads 0.1x) over what it would "
+        "have cost uncached; null before the first reply",
+    )
     cache_read_share: float | None = Field(
         description="cache_read / (input + cache_read + cache_write); null before the first reply"
     )

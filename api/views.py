@@ -68,7 +68,16 @@ def usage_of(job: Job) -> Usage:
         cache_read_tokens=job.cache_read_tokens,
         cache_write_tokens=job.cache_write_tokens,
         cache_read_share=job.cache_read_tokens / total_input if total_input else None,
+        cost_vs_uncached=cost_vs_uncached(job) if total_input else None,
     )
+
+
+CACHE_WRITE_PRICE, CACHE_READ_PRICE = 1.25, 0.1  # Anthropic's, relative to an uncached input token
+
+
+def cost_vs_uncached(job: Job) -> float:
+    paid = job.input_tokens + CACHE_WRITE_PRICE * job.cache_write_tokens + CACHE_READ_PRICE * job.cache_read_tokens
+    return paid / job.total_input_tokens
 
 
 def last_request(step: Step) -> LastRequest:

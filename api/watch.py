@@ -81,8 +81,9 @@ def job_panel(job: JobView, *, problem: str | None = None) -> Panel:
         cleared, dropped = job.last_request.cleared, job.last_request.dropped
         left_out = f", {dropped:,} old messages left out" if dropped else ""
         rows.add_row("Cleared", f"{cleared:,} tool results{left_out}")
-    share = job.usage.cache_read_share
-    rows.add_row("Cache reads", "–" if share is None else f"{share:.0%} of input tokens")
+    share, cost = job.usage.cache_read_share, job.usage.cost_vs_uncached
+    reads = "–" if share is None else f"{share:.0%} of input tokens"
+    rows.add_row("Cache reads", reads if cost is None else f"{reads} · input cost {cost:.2f}x uncached")
     read, total = len(job.progress.documents_read), job.progress.documents_total
     rows.add_row("Documents read", f"{read:,} of {total:,}")
     left = time_left(job, datetime.now(UTC))

@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     # The calibrator may plan with up to 1 / this times the budget (in estimate units) when the model's real
     # counts run consistently under our estimates; 1.0 keeps it one-sided.
     calibration_floor: float = Field(default=0.8, ge=0.5, le=1.0)
+    # How long the provider keeps a prompt-cache entry (Anthropic: 5 minutes): a job idle longer pays its whole
+    # prefix again anyway, the cheapest moment to clear deeply.
+    cache_ttl_seconds: float = Field(default=300.0, gt=0.0)
     max_transient_retries: int = 6  # per step, for provider faults; also per delivery for database outages
     default_locale: str = "en"
 

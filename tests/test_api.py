@@ -322,6 +322,7 @@ def test_the_job_view_reports_progress_usage_last_request_and_children(api: Api)
         "output_tokens": 40,
         "cache_read_tokens": 300,
         "cache_write_tokens": 100,
+        "cost_vs_uncached": (100 + 1.25 * 100 + 0.1 * 300) / 500,
         "cache_read_share": 0.6,
     }
     assert view["retries"] == 1

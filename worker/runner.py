@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Literal, TypeVar
 
@@ -25,19 +26,22 @@ from sqlalchemy.orm import Session
 from models.catalogue import MIN_BUDGET
 from models.db import Database
 from models.history import append_messages, message_bodies, message_index
-from models.jobs import CALIBRATED, children_of, create_job
+from models.jobs import CALIBRATED, children_of, create_job, last_step
 from models.model_facts import learned_limits, observe_model
 from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus, Message, Notice, Step, now
 from plimsoll import (
+    CacheView,
     Calibrator,
     DoesNotFit,
+    Outline,
     Plan,
     bodies_needed,
     build_request,
     estimate_tokens,
     outline,
     plan,
+    plan_cached,
 )
 from plimsoll.baselines import legacy_plan
 from plimsoll.fitting import Batching
@@ -105,6 +109,7 @@ class _Prepared:
     carried: list[dict[str, Any]] = field(default_factory=list)  # stored with the reply: delegate results
     seconds: float = 0.0  # time spent in our code
     rejected: tuple[int, int] | None = None  # a first attempt rejected as too long: (our estimate, its real size)
+    breakpoints: tuple[int, ...] = ()  # request messages ending a prefix the next requests keep
 
 
 def run_step(job_id: int, services: Services, *, step: int | None = None) -> Outcome:
@@ -154,6 +159,7 @@ def _send(prepared: _Prepared, job_id: int, owner: str, services: Services) -> R
                 messages=prepared.request,
                 tools=prepared.tools,
                 max_tokens=prepared.max_tokens,
+                breakpoints=prepared.breakpoints,
             )
     except ProviderError as error:
         return error
@@ -281,13 +287,8 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
     calibrator = Calibrator.from_dict(job.calibration, floor=services.settings.calibration_floor)
     factor = calibrator.factor if job.strategy in CALIBRATED else 1.0
     planning_budget = int(job.budget / factor)
-    batching: Batching = "one" if job.strategy == "unbatched" else "four"
     try:
-        chosen = (
-            legacy_plan(every, planning_budget, profile=job.profile, overhead=overhead)
-            if job.strategy == "legacy"
-            else plan(every, planning_budget, profile=job.profile, overhead=overhead, batching=batching)
-        )
+        chosen, breakpoints = _plan(session, job, every, planning_budget, overhead, services.settings)
     except DoesNotFit as error:
         raise _NothingFits(error, carried, first_fits=every[0].tokens + overhead <= planning_budget) from error
     needed = [i for i in bodies_needed(chosen, every) if i < len(outlines)]
@@ -306,7 +307,34 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
         planning_budget=planning_budget,
         factor=factor,
         carried=carried,
+        breakpoints=breakpoints,
     )
+
+
+def _plan(
+    session: Session, job: Job, every: list[Outline], budget: int, overhead: int, settings: Settings
+) -> tuple[Plan, tuple[int, ...]]:
+    """What the next request sends, and where the provider's cache breakpoints go (empty: the adapter's own).
+    Plimsoll's strategy clears where the prompt cache makes it cheapest, from what it knows of the previous
+    request; the reproductions of the published failures fit as they did."""
+    if job.strategy == "legacy":
+        return legacy_plan(every, budget, profile=job.profile, overhead=overhead), ()
+    if job.strategy == "plimsoll":
+        cache = cache_view(last_step(session, job.id), ttl_seconds=settings.cache_ttl_seconds, at=now())
+        cached = plan_cached(every, budget, profile=job.profile, overhead=overhead, cache=cache)
+        return cached.plan, cached.breakpoints
+    batching: Batching = "one" if job.strategy == "unbatched" else "four"
+    return plan(every, budget, profile=job.profile, overhead=overhead, batching=batching), ()
+
+
+def cache_view(previous: Step | None, *, ttl_seconds: float, at: datetime) -> CacheView:
+    """What the prompt cache holds of a job, as far as its previous request tells: what that request cleared
+    and how long ago it was sent."""
+    if previous is None or previous.reported_input_tokens is None:  # nothing was sent, or nothing came back
+        return CacheView(ttl_seconds=ttl_seconds)
+    sent = previous.created_at if previous.created_at.tzinfo else previous.created_at.replace(tzinfo=UTC)
+    idle = (at - sent).total_seconds()
+    return CacheView(ttl_seconds=ttl_seconds, idle_seconds=idle, previous_cleared=tuple(previous.cleared))
 
 
 def request_overhead(system: str, tools: Sequence[dict[str, Any]], profile: str) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import anthropic
@@ -26,9 +27,10 @@ class AnthropicProvider:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         max_tokens: int,
+        breakpoints: Sequence[int] = (),
     ) -> Reply:
         system_blocks, marked_messages, marked_tools = with_cache_breakpoints(
-            system=system, messages=messages, tools=tools
+            system=system, messages=messages, tools=tools, breakpoints=breakpoints
         )
         request: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": marked_messages}
         if system_blocks:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -44,8 +45,11 @@ class Provider(Protocol):
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         max_tokens: int,
+        breakpoints: Sequence[int] = (),
     ) -> Reply:
-        """Send one request; raise a ``worker.errors.ProviderError`` subclass when it fails."""
+        """Send one request; raise a ``worker.errors.ProviderError`` subclass when it fails. ``breakpoints``
+        are the request messages that end a prefix the next requests keep (where a provider that caches on
+        marks, as Anthropic does, puts its marks); empty: the adapter decides."""
         ...
 
 

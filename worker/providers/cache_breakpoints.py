@@ -7,6 +7,7 @@ block where a later request will have the very same prefix, and near where that 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from plimsoll.notices import CLEARED_RESULT_NOTE
@@ -18,10 +19,13 @@ EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 
 
 def with_cache_breakpoints(
-    *, system: str, messages: list[Message], tools: list[Block]
+    *, system: str, messages: list[Message], tools: list[Block], breakpoints: Sequence[int] = ()
 ) -> tuple[list[Block], list[Message], list[Block]]:
     """The system prompt as blocks, the messages and the tools, with breakpoints placed; the caller's
-    dicts are never changed (any ``cache_control`` they carry is left out of the copies)."""
+    dicts are never changed (any ``cache_control`` they carry is left out of the copies). ``breakpoints``
+    (message indices, from Plimsoll's cache-economic plan) replace the placement below (3)."""
+    if breakpoints:
+        return _planned(system=system, messages=messages, tools=tools, breakpoints=breakpoints)
     marked_tools = [_without_cache_control(tool) for tool in tools]
     if marked_tools:
         # (1) The tool schemas are identical on every step of a job: cache them on their own, so they are
@@ -46,6 +50,20 @@ def with_cache_breakpoints(
         # reads everything up to here.
         _mark(marked_messages, *last)
     return system_blocks, marked_messages, marked_tools
+
+
+def _planned(
+    *, system: str, messages: list[Message], tools: list[Block], breakpoints: Sequence[int]
+) -> tuple[list[Block], list[Message], list[Block]]:
+    """The system prompt (with the tools before it, one prefix that never changes within a job), the ends of
+    the prefixes the plan keeps (at most two, the newest), and the last block: four marks at most."""
+    system_blocks = [{"type": "text", "text": system, "cache_control": dict(EPHEMERAL)}] if system else []
+    marked_messages = [_message_without_cache_control(message) for message in messages]
+    last = len(marked_messages) - 1
+    kept = sorted({i for i in breakpoints if 0 <= i < last and marked_messages[i]["content"]})[-2:]
+    for index in [*kept, last] if marked_messages and marked_messages[last]["content"] else kept:
+        _mark(marked_messages, index, len(marked_messages[index]["content"]) - 1)
+    return system_blocks, marked_messages, [_without_cache_control(tool) for tool in tools]
 
 
 def _message_without_cache_control(message: Message) -> Message:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import openai
@@ -35,6 +36,7 @@ class OpenAIProvider:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         max_tokens: int,
+        breakpoints: Sequence[int] = (),  # OpenAI caches every prefix by itself: nothing to mark
     ) -> Reply:
         request: dict[str, Any] = {
             "model": model,
