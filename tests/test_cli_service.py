@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
@@ -24,6 +25,15 @@ from models.migrate import alembic_config
 
 ROOT = Path(__file__).resolve().parent.parent
 REDIS_DB = 11  # a Redis database of its own, and a queue of its own: no other test's worker takes these tasks
+
+
+@pytest.fixture(scope="module", autouse=True)
+def own_redis_database() -> Iterator[None]:
+    """What the worker and beat leave in their Redis database (queues, beats not taken) goes with the module."""
+    yield
+    client = redis.Redis.from_url(f"redis://127.0.0.1:6379/{REDIS_DB}")
+    client.flushdb()
+    client.close()
 
 
 @pytest.fixture(scope="module")
