@@ -10,6 +10,7 @@ from models.continuation import continuation_of
 from models.history import documents_read
 from models.jobs import children_of, last_step
 from models.tables import Job, Step
+from models.usage import cost_vs_uncached
 
 EXCERPT_CHARS = 120
 
@@ -70,14 +71,6 @@ def usage_of(job: Job) -> Usage:
         cache_read_share=job.cache_read_tokens / total_input if total_input else None,
         cost_vs_uncached=cost_vs_uncached(job) if total_input else None,
     )
-
-
-CACHE_WRITE_PRICE, CACHE_READ_PRICE = 1.25, 0.1  # Anthropic's, relative to an uncached input token
-
-
-def cost_vs_uncached(job: Job) -> float:
-    paid = job.input_tokens + CACHE_WRITE_PRICE * job.cache_write_tokens + CACHE_READ_PRICE * job.cache_read_tokens
-    return paid / job.total_input_tokens
 
 
 def last_request(step: Step) -> LastRequest:

@@ -67,6 +67,7 @@ def summary(report: DemoReport) -> Table:
         ("results cleared in one request, at most", f"{report.cleared_at_most}"),
         ("stage reached", report.stage_reached),
         ("cache-read share of input", f"{report.cache_read_share:.0%}"),
+        ("input cost vs uncached", f"{report.cost_vs_uncached:.2f}"),
         ("time in our code per step", f"{report.overhead_ms_per_step:.1f} ms"),
         ("wall time", f"{report.seconds} s"),
     ]

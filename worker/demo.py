@@ -25,6 +25,7 @@ from models.migrate import upgrade
 from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus, Step
 from models.tenants import create_tenant
+from models.usage import cost_vs_uncached
 from worker.chapters import chapters
 from worker.inprocess import InProcessWorker
 from worker.services import make_services
@@ -68,6 +69,7 @@ class DemoReport:
     cleared_at_most: int  # results sent as the note in one request
     stage_reached: str
     cache_read_share: float
+    cost_vs_uncached: float  # input cost at Anthropic's cache prices over what it would have cost uncached
     budget_use: float  # real input tokens / budget, averaged over the requests that had to clear results
     seconds: float
     overhead_ms_per_step: float
@@ -167,6 +169,7 @@ def _report(
             cleared_at_most=max((len(s.cleared) for s in steps), default=0),
             stage_reached=max((s.stage for s in steps), key=STAGES.index, default="as_is"),
             cache_read_share=job.cache_read_tokens / total_input if total_input else 0.0,
+            cost_vs_uncached=cost_vs_uncached(job) if total_input else 0.0,
             budget_use=_budget_use(steps, job.budget),
             seconds=0.0,
             overhead_ms_per_step=sum(s.overhead_ms for s in steps) / len(steps) if steps else 0.0,
