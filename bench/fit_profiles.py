@@ -21,6 +21,11 @@ on text they were not fitted to. The weights in ``plimsoll/profiles.py`` were fi
 of texts from public web pages (Wikipedia and news articles in 30 languages, source code, logs), which we do not
 redistribute; without it the fit runs on less data. The result is printed as Python for ``profiles.py``,
 followed by the ratios it reaches.
+
+``--ascii`` runs the second step instead (``bench.fit_ascii``): the scripts' weights stay as they are and the
+ASCII ones (classes, each punctuation mark, runs of spaces) are refitted on the corpus and on agent tool output
+(``bench.tool_output``). A full fit writes profiles without the marks' own costs and the space runs, so run
+``--ascii --write`` after it.
 """
 
 from __future__ import annotations
@@ -288,6 +293,11 @@ def write(code: str) -> None:
 
 
 def main() -> None:
+    if "--ascii" in sys.argv:
+        from bench import fit_ascii
+
+        fit_ascii.main()
+        return
     chunks = collect()
     print(f"# fitted on {len(chunks)} chunks from {len({c.source for c in chunks})} texts", file=sys.stderr)
     code = []

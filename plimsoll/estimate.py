@@ -7,12 +7,15 @@ undercounts everything that is not English. We estimate from the UTF-8 bytes ins
 * every byte belongs to a *class*: ASCII letters, digits, spaces, punctuation, ...; a multi-byte character is
   classed by its lead byte, which names its Unicode range (Cyrillic, Arabic, Indic, kana, Han, Hangul, emoji...);
 * a profile charges each class a cost per byte, plus a cost per character and per UTF-8 continuation byte, and
-  discounts for scripts that share a lead byte with costlier ones (Devanagari beside Tamil, say).
+  discounts for scripts that share a lead byte with costlier ones (Devanagari beside Tamil, say);
+* an ASCII punctuation mark may cost more or less than its class (``/`` in paths, ``=`` in separator lines), and
+  a few byte patterns cost extra or less each time they occur: a run of four spaces is one token or less in
+  indented code and aligned columns, though four spaces apart cost a token each.
 
 The weights are fitted (``python -m bench.fit_profiles``) so that the estimate stays at or above the real count
 of the profile's tokenizer. Nothing loops in Python over the text: ``bytes.translate`` maps every byte to its
 cost, and ``zlib.adler32``, whose low half is one plus the sum of the bytes (mod 65521), adds the costs up a
-few hundred bytes at a time, at C speed.
+few hundred bytes at a time, at C speed; a pattern costs one ``bytes.count``.
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ class _Compiled:
     char_units: int
     continuation_units: int
     discounts: tuple[tuple[int, dict[bytes, int]], ...]  # (lead byte, {two-byte prefix: units off each char})
+    patterns: tuple[tuple[bytes, int], ...]  # (pattern, units per non-overlapping occurrence)
 
 
 @dataclass(frozen=True, eq=False)  # compared and hashed by identity: profiles are made once
@@ -99,6 +103,10 @@ class Profile:
     A discount is counted only where its lead byte starts at least :data:`DENSE` characters of the text, and
     only for the prefixes of those first characters (the scripts the text is written in): counting a prefix
     costs a pass over the text, and a discount left out can only overestimate.
+
+    ``byte_weights`` give single ASCII characters a cost per byte of their own (in 1/64 tokens, like the
+    classes); ``patterns`` charge every non-overlapping occurrence of a byte string (in 1/256 token, negative
+    for a saving), which costs a pass over the text each.
     """
 
     name: str
@@ -107,6 +115,8 @@ class Profile:
     per_char: float = 0.0
     continuation: float = 0.0
     discounts: Mapping[bytes, float] = field(default_factory=dict)
+    byte_weights: Mapping[str, float] = field(default_factory=dict)
+    patterns: Mapping[bytes, float] = field(default_factory=dict)
     _compiled: _Compiled = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -115,16 +125,14 @@ class Profile:
             raise ValueError(f"profile {self.name!r} has no weight for {sorted(missing)}")
         costs = [0] * 256
         for cls in TABLE_CLASSES:
-            weight = self.weights[cls]
-            cost = _units(weight) // TABLE_UNIT
-            if cost * TABLE_UNIT != _units(weight) or not 0 <= cost <= 255:
-                raise ValueError(
-                    f"profile {self.name!r}: the weight {weight} of {cls!r} must be a whole number of 1/64 tokens "
-                    "between 0 and 255/64"
-                )
+            cost = self._table_cost(cls, self.weights[cls])
             for first, last in CLASS_RANGES[cls]:
                 for byte in range(first, last + 1):
                     costs[byte] = cost
+        for char, weight in self.byte_weights.items():
+            if len(char) != 1 or not char.isascii():
+                raise ValueError(f"profile {self.name!r}: byte weights are for single ASCII characters, not {char!r}")
+            costs[ord(char)] = self._table_cost(char, weight)
         for prefix, discount in self.discounts.items():
             if len(prefix) != 2 or discount > 0:
                 raise ValueError(f"profile {self.name!r}: a discount needs a two-byte prefix and a value <= 0")
@@ -137,8 +145,18 @@ class Profile:
                 (lead, {p: _units(d) for p, d in self.discounts.items() if p[0] == lead})
                 for lead in sorted({p[0] for p in self.discounts})
             ),
+            patterns=tuple((p, _units(w)) for p, w in self.patterns.items() if p and w),
         )
         object.__setattr__(self, "_compiled", compiled)
+
+    def _table_cost(self, what: str, weight: float) -> int:
+        cost = _units(weight) // TABLE_UNIT
+        if cost * TABLE_UNIT != _units(weight) or not 0 <= cost <= 255:
+            raise ValueError(
+                f"profile {self.name!r}: the weight {weight} of {what!r} must be a whole number of 1/64 tokens "
+                "between 0 and 255/64"
+            )
+        return cost
 
 
 def _units(tokens: float) -> int:
@@ -159,6 +177,8 @@ def estimated_units(text: str, profile: Profile) -> int:
     data = text.encode("utf-8", "surrogatepass")
     units = TABLE_UNIT * byte_sum(data.translate(compiled.table), compiled.chunk)
     units += compiled.char_units * len(text) + compiled.continuation_units * (len(data) - len(text))
+    for pattern, pattern_units in compiled.patterns:
+        units += pattern_units * data.count(pattern)
     for lead, discounts in compiled.discounts:
         for prefix in _scripts(data, lead):
             if prefix in discounts:
@@ -181,5 +201,5 @@ def _scripts(data: bytes, lead: int) -> set[bytes]:
 
 
 def count_tokens(text: str, profile: Profile) -> int:
-    """``profile``'s estimate of ``text``, rounded up to whole tokens."""
-    return -(-estimated_units(text, profile) // UNIT)
+    """``profile``'s estimate of ``text``, rounded up to whole tokens (never below zero)."""
+    return max(0, -(-estimated_units(text, profile) // UNIT))

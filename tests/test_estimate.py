@@ -59,6 +59,32 @@ def test_a_profile_with_bad_weights_is_refused() -> None:
         Profile(name="x", description="", weights={c: 0.01 for c in TABLE_CLASSES})
     with pytest.raises(ValueError, match="discount"):
         Profile(name="x", description="", weights={c: 0.0 for c in TABLE_CLASSES}, discounts={b"\xe0": -1.0})
+    zero = {c: 0.0 for c in TABLE_CLASSES}
+    with pytest.raises(ValueError, match="single ASCII"):
+        Profile(name="x", description="", weights=zero, byte_weights={"é": 1.0})
+    with pytest.raises(ValueError, match="1/64"):
+        Profile(name="x", description="", weights=zero, byte_weights={"/": 0.01})
+
+
+def test_a_pattern_is_charged_once_per_occurrence() -> None:
+    weights = {c: 0.25 if c == "space" else 0.0 for c in TABLE_CLASSES}
+    plain = Profile(name="x", description="", weights=weights)
+    runs = Profile(name="y", description="", weights=weights, patterns={b"    ": -0.75})
+    assert estimate_tokens(" " * 8, plain) == 2
+    assert estimate_tokens(" " * 8, runs) == 1  # two runs of four, a quarter of a token each
+    assert estimate_tokens(" x " * 4, runs) == estimate_tokens(" x " * 4, plain)  # spaces apart are no run
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(' \n\t*=#-_./"{}[]():,0aZ', max_size=400), st.text(" \n*=-0a", max_size=200), st.sampled_from(FITTED))
+def test_runs_of_spaces_and_marks_never_make_an_estimate_negative_or_larger_than_its_parts(
+    first: str, second: str, profile: str
+) -> None:
+    assert estimate_tokens(first, profile) >= 0
+    assert (
+        estimate_tokens(first + second, profile)
+        <= estimate_tokens(first, profile) + estimate_tokens(second, profile) + 1
+    )
 
 
 def test_unknown_profiles_get_a_clear_error() -> None:

@@ -83,7 +83,7 @@ def parallel_conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
         next_id += len(ids)
         intro = [{"type": "text", "text": "Reading these."}] if draw(st.booleans()) else []
         messages.append({"role": "assistant", "content": [*intro, *(call(i) for i in ids)]})
-        blocks = []
+        blocks: list[dict[str, Any]] = []
         for tool_id in ids:
             words = draw(st.sampled_from([0, 5, 60, 400, 1_500, 4_000]))
             body = text_of(draw(st.sampled_from(["en", "ru", "zh", "json"])), words, seed=len(blocks))

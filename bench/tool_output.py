@@ -1,0 +1,463 @@
+"""A test set of agent tool output, made from what this machine has: ``python -m bench.tool_output`` prints a
+summary.
+
+Every sample is what a coding agent's tool returns: ``find`` and directory views over the installed packages,
+``ls -l``, ``pip list --format json``, JSON (pretty and compact) from real metadata, logs with timestamps and hex
+ids, ``git log -p`` of this repository, Python, C, JS and minified JS sources (whole and as numbered ``cat -n``
+views), ``grep -rn`` hits, pytest output, base64 and hex dumps of real files, runs of one repeated character and
+numeric tables. Nothing is stored: the same machine and repository give the same set (files are taken in sorted
+order, generated parts use fixed seeds). :func:`conversations` strings the samples into agent conversations.
+
+Sources that are absent (no ``git``, no C headers, no minified JS in the environment) are left out, so the set
+shrinks but never fails.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SITE = Path(sysconfig.get_paths()["purelib"])
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+INCLUDE = Path(sysconfig.get_paths()["include"])
+SIZES = (2_500, 6_000, 12_000, 24_000)  # characters of one result: agents' tools cut output at a few 10k
+PACKAGES = (
+    *("anthropic", "celery", "fastapi", "httpx", "hypothesis", "sqlalchemy", "pydantic", "_pytest", "click"),
+    *("matplotlib", "kombu", "redis", "alembic", "starlette", "rich"),
+)
+
+
+@dataclass(frozen=True)
+class Sample:
+    kind: str
+    name: str
+    text: str
+
+
+def _cut(text: str, size: int) -> str:
+    """At most ``size`` characters, ending at a line break when there is one in the second half."""
+    if len(text) <= size:
+        return text
+    end = text.rfind("\n", size // 2, size)
+    return text[: end + 1 if end > 0 else size]
+
+
+def _run(*command: str, cwd: Path | None = None) -> str:
+    try:
+        done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout
+
+
+def _packages() -> list[Path]:
+    return [SITE / name for name in PACKAGES if (SITE / name).is_dir()]
+
+
+def _files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.suffix in suffixes and p.is_file() and "__pycache__" not in p.parts)
+
+
+def _pick(paths: list[Path], count: int, seed: int) -> list[Path]:
+    return sorted(random.Random(seed).sample(paths, min(count, len(paths))))
+
+
+def _sized(kind: str, texts: Iterator[tuple[str, str]]) -> list[Sample]:
+    """One sample per text, cycling through :data:`SIZES`."""
+    samples = []
+    for n, (name, text) in enumerate(texts):
+        cut = _cut(text, SIZES[n % len(SIZES)])
+        if cut.strip():
+            samples.append(Sample(kind, name, cut))
+    return samples
+
+
+def paths() -> list[Sample]:
+    def listings() -> Iterator[tuple[str, str]]:
+        for package in _packages():
+            files = [p for p in sorted(package.rglob("*")) if "__pycache__" not in p.parts]
+            yield f"find {package.name} (absolute)", "".join(f"{p}\n" for p in files)
+            yield (
+                f"find . -name '*.py' in {package.name}",
+                "".join(f"./{p.relative_to(package)}\n" for p in files if p.suffix == ".py"),
+            )
+
+    return _sized("path list (find)", listings())
+
+
+def directory_views() -> list[Sample]:
+    def tree(folder: Path, depth: int, prefix: str = "") -> Iterator[str]:
+        entries = sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.name != "__pycache__")
+        for n, entry in enumerate(entries):
+            last = n == len(entries) - 1
+            yield f"{prefix}{'└── ' if last else '├── '}{entry.name}\n"
+            if entry.is_dir() and depth > 1:
+                yield from tree(entry, depth - 1, prefix + ("    " if last else "│   "))
+
+    def two_levels(folder: Path) -> str:
+        lines = [f"Here's the files and directories up to 2 levels deep in {folder}, excluding hidden items:\n"]
+        for first in sorted(folder.iterdir()):
+            if first.name.startswith(".") or first.name == "__pycache__":
+                continue
+            lines.append(f"{first}\n")
+            if first.is_dir():
+                lines += [f"{p}\n" for p in sorted(first.iterdir()) if not p.name.startswith((".", "__pycache__"))]
+        return "".join(lines)
+
+    def views() -> Iterator[tuple[str, str]]:
+        for package in _packages():
+            yield f"tree {package.name}", f"{package.name}\n" + "".join(tree(package, 3))
+            yield f"view {package.name}", two_levels(package)
+
+    return _sized("directory view (tree, 2 levels)", views())
+
+
+def ls_long() -> list[Sample]:
+    def listings() -> Iterator[tuple[str, str]]:
+        for package in _packages():
+            yield f"ls -la {package.name}", _run("ls", "-la", "--time-style=long-iso", str(package))
+            yield f"ls -lR {package.name}", _run("ls", "-lR", str(package))
+
+    return _sized("ls -l", listings())
+
+
+@cache
+def _installed() -> list[dict[str, str]]:
+    listed = _run(sys.executable, "-m", "pip", "list", "--format", "json", "--disable-pip-version-check")
+    return list(json.loads(listed)) if listed.strip() else []
+
+
+def _metadata() -> list[dict[str, object]]:
+    """Every installed distribution's metadata as a record, as a package-inspecting tool returns it."""
+    records = []
+    for info in sorted(SITE.glob("*.dist-info")):
+        meta = info / "METADATA"
+        if not meta.is_file():
+            continue
+        record: dict[str, object] = {}
+        for line in meta.read_text(encoding="utf-8", errors="replace").split("\n\n", 1)[0].splitlines():
+            key, _, value = line.partition(": ")
+            if value:
+                if key in record:
+                    previous = record[key]
+                    record[key] = [*previous, value] if isinstance(previous, list) else [previous, value]
+                else:
+                    record[key] = value
+        record["files"] = len((info / "RECORD").read_text().splitlines()) if (info / "RECORD").is_file() else 0
+        records.append(record)
+    return records
+
+
+def json_output() -> list[Sample]:
+    installed = _installed()
+    samples = []
+    if installed:
+        samples.append(Sample("pip list --format json", "pip list --format json", json.dumps(installed)))
+        samples += _sized(
+            "pip list --format json",
+            iter([(f"pip list json, part {n}", json.dumps(installed[n::3])) for n in range(3)]),
+        )
+    records = _metadata()
+    pretty = [(f"metadata indent {2 + n % 3}", json.dumps(records[n::5], indent=2 + n % 3)) for n in range(5)]
+    compact = [(f"metadata compact {n}", json.dumps(records[n::5], separators=(",", ":"))) for n in range(5)]
+    samples += _sized("JSON pretty", iter([*pretty, *_browser_states()]))
+    samples += _sized("JSON compact", iter(compact))
+    return samples
+
+
+def _browser_states() -> list[tuple[str, str]]:
+    """Pretty-printed page states as browser agents receive them: nested elements with ids, roles, names."""
+    rng = random.Random(11)
+    words = [p.stem for p in _files(SITE / "anthropic", (".py",))] or ["item"]
+    states = []
+    for n in range(3):
+        elements = [
+            {
+                "index": i,
+                "tag": rng.choice(["a", "button", "input", "div", "span", "li"]),
+                "role": rng.choice(["link", "button", "textbox", "listitem", None]),
+                "name": " ".join(rng.choice(words).replace("_", " ") for _ in range(rng.randint(1, 4))),
+                "bbox": {"x": rng.randint(0, 1280), "y": rng.randint(0, 4000), "w": rng.randint(8, 600), "h": 24},
+                "visible": rng.random() < 0.8,
+                "attributes": {"id": f"el-{rng.getrandbits(32):08x}", "class": rng.choice(words)},
+            }
+            for i in range(120)
+        ]
+        state = {"url": f"https://example.test/{rng.choice(words)}?page={n}", "title": words[n], "elements": elements}
+        states.append((f"browser state {n}", json.dumps(state, indent=2)))
+    return states
+
+
+def logs() -> list[Sample]:
+    rng = random.Random(5)
+    modules = [p.stem for p in _files(SITE / "celery", (".py",))] or ["worker"]
+    levels = ["INFO"] * 6 + ["DEBUG"] * 3 + ["WARNING", "ERROR"]
+    verbs = ["received", "started", "succeeded in", "retrying", "acked", "connected to", "published", "timed out"]
+    texts = []
+    for n in range(8):
+        lines, clock = [], 1_795_000_000.0 + n * 86_400
+        for _ in range(400):
+            clock += rng.expovariate(2.0)
+            stamp = f"2026-11-{1 + n:02d}T{int(clock) % 86400 // 3600:02d}:{int(clock) % 3600 // 60:02d}:" + (
+                f"{clock % 60:06.3f}Z"
+            )
+            task = f"{rng.getrandbits(128):032x}"
+            task = f"{task[:8]}-{task[8:12]}-{task[12:16]}-{task[16:20]}-{task[20:]}"
+            fmt = n % 3
+            verb = rng.choice(verbs)
+            if fmt == 0:
+                line = f"[{stamp}] {rng.choice(levels)}/{rng.choice(modules)}: Task run_step[{task}] {verb}"
+                line += f" {rng.uniform(0, 3):.6f}s" if verb == "succeeded in" else ""
+            elif fmt == 1:
+                line = (
+                    f"{stamp} {rng.choice(levels):7} pid={rng.randint(1000, 65000)} trace={rng.getrandbits(64):016x}"
+                    f" span={rng.getrandbits(32):08x} {rng.choice(modules)}.{rng.choice(modules)} {verb}"
+                    f" bytes={rng.randint(0, 10**6)} sha={rng.getrandbits(160):040x}"
+                )
+            else:
+                line = json.dumps(
+                    {
+                        "ts": stamp,
+                        "level": rng.choice(levels).lower(),
+                        "logger": rng.choice(modules),
+                        "msg": verb,
+                        "request_id": task,
+                        "duration_ms": round(rng.uniform(0, 900), 2),
+                    }
+                )
+            lines.append(line + "\n")
+        texts.append((f"log format {n % 3} day {n}", "".join(lines)))
+    return _sized("log (timestamps, hex ids)", iter(texts))
+
+
+def diffs() -> list[Sample]:
+    # The first 30 commits of this repository: the set stays the same as the history grows.
+    first = _run("git", "rev-list", "--reverse", "HEAD", cwd=ROOT).split()[:30]
+    log = _run("git", "log", "-p", "--no-color", first[-1], cwd=ROOT) if first else ""
+    commits = [c for c in ("\n" + log).split("\ncommit ") if c.strip()]
+    return _sized("git log -p", iter([(f"git log -p, commit {n}", "commit " + c) for n, c in enumerate(commits)]))
+
+
+def sources() -> list[Sample]:
+    python = _pick(_files(STDLIB, (".py",)), 12, 1) + _pick([f for p in _packages() for f in _files(p, (".py",))], 8, 2)
+    c_files = _pick(_files(INCLUDE, (".h",)), 8, 3) + _pick(_files(Path("/usr/include"), (".h",)), 8, 4)
+    scripts = [f for f in _files(SITE, (".js", ".mjs")) if ".min." not in f.name]
+    minified = [f for f in _files(SITE, (".js",)) if ".min." in f.name]
+
+    def read(files: list[Path]) -> Iterator[tuple[str, str]]:
+        for f in files:
+            text = f.read_text(encoding="utf-8", errors="replace")
+            if len(text) >= 1_500:
+                yield str(f.relative_to(f.anchor)), text
+
+    def numbered(files: list[Path]) -> Iterator[tuple[str, str]]:
+        for name, text in read(files):
+            lines = text.splitlines()[:400]
+            yield f"cat -n {name}", "".join(f"{n:6}\t{line}\n" for n, line in enumerate(lines, start=1))
+
+    return [
+        *_sized("Python source", read(python)),
+        *_sized("source, cat -n view", numbered(python[::2] + c_files[::3])),
+        *_sized("C source", read(c_files)),
+        *_sized("JS source", read(_pick(scripts, 8, 5))),
+        *_sized("minified JS", read(_pick(minified, 6, 6))),
+    ]
+
+
+def grep_hits() -> list[Sample]:
+    def hits() -> Iterator[tuple[str, str]]:
+        for package, pattern in zip(_packages(), ("def ", "import", "class ", "self", "return"), strict=False):
+            yield f"grep -rn {pattern!r} {package.name}", _run("grep", "-rn", pattern, str(package), "--include=*.py")
+
+    return _sized("grep -rn", hits())
+
+
+TEST_MODULE = """
+import json
+import pytest
+
+@pytest.mark.parametrize("n", range(40))
+def test_round_trip(n):
+    assert json.loads(json.dumps({"n": n})) == {"n": n}
+
+@pytest.mark.parametrize("n", range(6))
+def test_sizes(n):
+    data = {"values": list(range(n * 7)), "label": "x" * n}
+    assert len(data["values"]) == n * 6, data
+
+def test_nested():
+    left = {"a": [1, 2, {"b": "c"}], "d": {"e": [3.5, None]}}
+    right = {"a": [1, 2, {"b": "C"}], "d": {"e": [3.5, None]}}
+    assert left == right
+
+def test_raises():
+    with pytest.raises(KeyError):
+        {}.get("missing")
+"""
+
+
+def test_runs() -> list[Sample]:
+    with tempfile.TemporaryDirectory() as folder:
+        Path(folder, "test_sample.py").write_text(TEST_MODULE)
+        base = (sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", folder, folder)
+        runs = [
+            ("pytest -v", _run(*base, "-v")),
+            ("pytest -q", _run(*base, "-q")),
+            ("pytest --tb=long", _run(*base, "--tb=long", "-q")),
+        ]
+    # The durations differ from run to run: written as one figure, the set stays the same.
+    runs = [(n, re.sub(r"\d+\.\d+s\b", "0.12s", t.replace(folder, "/tmp/project"))) for n, t in runs]
+    return _sized("pytest output", iter(runs))
+
+
+def encoded() -> list[Sample]:
+    binaries = _pick([f for f in SITE.rglob("*.so") if f.stat().st_size > 40_000], 4, 7)
+    samples = []
+    for n, path in enumerate(binaries):
+        data = path.read_bytes()[4096 : 4096 + 9_000]
+        samples.append(Sample("base64", f"base64 {path.name}", base64.encodebytes(data).decode()))
+        samples.append(Sample("base64", f"base64 one line {path.name}", base64.b64encode(data[:6_000]).decode()))
+        dump = _run("xxd", str(path)) if n < 2 else _run("od", "-A", "x", "-t", "x1z", str(path))
+        samples.append(Sample("hex dump, hashes", f"hex dump {path.name}", _cut(dump, SIZES[n % len(SIZES)])))
+    compressed = _pick([f for f in SITE.rglob("*") if f.suffix in (".png", ".gz") and f.stat().st_size > 12_000], 4, 12)
+    for n, path in enumerate(compressed):  # compressed bytes look random: images as agents see them
+        data = path.read_bytes()[:9_000]
+        mime = "image/png" if path.suffix == ".png" else "application/gzip"
+        encoded = base64.b64encode(data).decode()
+        text = base64.encodebytes(data).decode() if n % 2 else f"data:{mime};base64,{encoded}"
+        samples.append(Sample("base64", f"base64 {path.name}", text))
+    hashes = _run("sha256sum", *map(str, _pick(_files(SITE / "celery", (".py",)), 60, 8)))
+    samples.append(Sample("hex dump, hashes", "sha256sum", hashes))
+    return [s for s in samples if s.text.strip()]
+
+
+def repeats() -> list[Sample]:
+    rng = random.Random(9)
+    samples = []
+    for n, char in enumerate("=-#*~_. 0"):
+        length = (40, 80, 120, 2_000)[n % 4]
+        lines = [
+            char * length + "\n" if rng.random() < 0.7 else f"{char * 10} section {i} {char * 10}\n"
+            for i in range(max(1, 6_000 // length))
+        ]
+        samples.append(Sample("runs of one character", f"runs of {char!r}", "".join(lines)))
+    bits = "".join(f"{rng.getrandbits(64):064b}\n" for _ in range(120))
+    samples.append(Sample("runs of one character", "binary digit strings", bits))
+    return samples
+
+
+def numeric_tables() -> list[Sample]:
+    rng = random.Random(10)
+    samples = []
+    for n in range(6):
+        columns = rng.randint(3, 9)
+        rows = [
+            "\t".join(f"{rng.gauss(0, 10 ** rng.randint(0, 5)):.{rng.randint(0, 6)}f}" for _ in range(columns))
+            for _ in range(SIZES[n % len(SIZES)] // (columns * 9))
+        ]
+        if n % 2:
+            rows = [",".join(r.split("\t")) for r in rows]
+        samples.append(Sample("numeric table", f"table {n}", "\n".join(rows) + "\n"))
+    matrix = "\n".join("[" + " ".join(f"{rng.uniform(-1, 1): .8e}" for _ in range(6)) + "]" for _ in range(120))
+    samples.append(Sample("numeric table", "printed array", matrix))
+    return [s for s in samples if s.text.strip()]
+
+
+@cache
+def tool_outputs() -> tuple[Sample, ...]:
+    """The whole set, in a fixed order."""
+    makers = (paths, directory_views, ls_long, json_output, logs, diffs, sources, grep_hits, test_runs, encoded)
+    return tuple(s for make in (*makers, repeats, numeric_tables) for s in make())
+
+
+INSTRUCTIONS = (
+    "Fix the failing test in the repository: the JSON round trip loses the label. Find the cause and patch it.",
+    "Look through the installed packages and tell me which ones ship JavaScript, and how large it is.",
+    "The worker logs show retries after midnight; find which tasks retried and why, then summarise.",
+    "Review the last commits of this repository and list anything that could break the API.",
+)
+THOUGHTS = (
+    "Let me look at the directory structure first to see where the relevant code lives.",
+    "I'll check the test output to understand which assertions fail and why.",
+    "That file is long; let me search for the function definition instead of reading everything.",
+    "The log has many entries; I'll filter for errors and look at the request ids around them.",
+    "Now I understand the layout. Next I will read the module that builds the request.",
+)
+
+
+# How often an agent's tool returns each kind, roughly, in coding agents' conversations: mostly source views,
+# searches, listings, test runs and diffs; encoded blobs and separator runs now and then.
+KIND_WEIGHTS = {
+    "path list (find)": 3,
+    "directory view (tree, 2 levels)": 3,
+    "ls -l": 2,
+    "pip list --format json": 1,
+    "JSON pretty": 2,
+    "JSON compact": 1,
+    "log (timestamps, hex ids)": 2,
+    "git log -p": 3,
+    "Python source": 4,
+    "source, cat -n view": 5,
+    "C source": 1,
+    "JS source": 1,
+    "minified JS": 0.5,
+    "grep -rn": 4,
+    "pytest output": 3,
+    "base64": 0.5,
+    "hex dump, hashes": 0.5,
+    "runs of one character": 0.5,
+    "numeric table": 1,
+}
+
+
+@dataclass(frozen=True)
+class Conversation:
+    name: str
+    parts: tuple[str, ...]  # every message's text: the instruction, assistant text and calls, tool results
+
+
+def conversations(count: int = 40, seed: int = 3) -> list[Conversation]:
+    """Agent conversations: an instruction, then rounds of thought + tool calls + results (1-3 calls a round),
+    the kinds drawn by :data:`KIND_WEIGHTS`."""
+    rng = random.Random(seed)
+    by_kind: dict[str, list[Sample]] = {}
+    for sample in tool_outputs():
+        by_kind.setdefault(sample.kind, []).append(sample)
+    kinds = list(by_kind)
+    weights = [KIND_WEIGHTS.get(kind, 1) for kind in kinds]
+    made = []
+    for n in range(count):
+        parts = [rng.choice(INSTRUCTIONS)]
+        for _ in range(rng.randint(4, 30)):
+            results = [rng.choice(by_kind[k]) for k in rng.choices(kinds, weights, k=rng.choice((1, 1, 1, 2, 3)))]
+            calls = [json.dumps({"name": "bash", "input": {"command": r.name}}) for r in results]
+            parts.append(rng.choice(THOUGHTS) + "\n" + "\n".join(calls))
+            parts += [r.text for r in results]
+        parts.append("Done: " + rng.choice(THOUGHTS))
+        made.append(Conversation(f"conversation {n}", tuple(parts)))
+    return made
+
+
+def main() -> None:
+    by_kind: dict[str, list[Sample]] = {}
+    for sample in tool_outputs():
+        by_kind.setdefault(sample.kind, []).append(sample)
+    for kind, samples in by_kind.items():
+        print(f"{kind:36} {len(samples):4} samples {sum(len(s.text) for s in samples):>10,} chars")
+    print(f"{len(conversations())} conversations", file=sys.stderr if os.environ.get("QUIET") else sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
