@@ -137,7 +137,7 @@ def test_when_a_lease_lapses_a_second_delivery_runs_the_step_and_only_the_first_
     assert held.sending.wait(30)
     with database.session() as session:  # the first delivery looks dead: its lease ran out
         session.get_one(Job, job_id).lease_until = now() - timedelta(seconds=1)
-    assert reconcile(database, lease_seconds=30, enqueue=lambda job_id, step: None) == [job_id]
+    assert job_id in reconcile(database, lease_seconds=30, enqueue=lambda job_id, step: None)
     assert run_step(job_id, services(database, provider, []), step=0).action == "continued"
     held.gate.set()
     stuck.join()
