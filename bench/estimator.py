@@ -5,7 +5,8 @@
 2. Texts in scripts the corpus lacks (``bench/samples.py``): the estimate must not fall below the real count.
 3. Agent tool output (``bench/tool_output.py``): estimate ÷ real count per kind of result (min / median / max over
    the results of at least 500 real tokens; the goal: never below 0.85) and per agent conversation (the goals:
-   never below 1.00, median at most 1.15).
+   never below 1.00, median at most 1.15); then the same on a held-out set (other packages, other draws) that the
+   weights were never fitted to.
 4. Throughput of each profile against tiktoken's ``encode`` (o200k) on the same mixed text, as a ratio measured
    in this run (the goal: at least 20x for the default profile), and on the tool output.
 
@@ -48,20 +49,20 @@ def spread(ratios: Sequence[float]) -> str:
     return f"{min(ratios):.2f} / {statistics.median(ratios):.2f} / {max(ratios):.2f}" if ratios else "—"
 
 
-def tool_output_ratios() -> tuple[dict[str, dict[str, list[float]]], dict[str, list[float]]]:
+def tool_output_ratios(held_out: bool = False) -> tuple[dict[str, dict[str, list[float]]], dict[str, list[float]]]:
     """Estimate ÷ real count of every tool result of at least 500 real tokens, by kind and profile, and of every
     conversation (each message estimated on its own, as the worker does), by profile."""
     counters = reference_counters()
     by_kind: dict[str, dict[str, list[float]]] = {}
     real_of: dict[str, dict[str, int]] = {}
-    for sample in tool_outputs():
+    for sample in tool_outputs(held_out):
         real_of[sample.text] = {p: counters[r](sample.text) for p, r in REFERENCE_OF_PROFILE.items() if r in counters}
         for profile, real in real_of[sample.text].items():
             if real >= RESULT_TOKENS:
                 ratio = estimate_tokens(sample.text, profile) / real
                 by_kind.setdefault(sample.kind, {}).setdefault(profile, []).append(ratio)
     whole: dict[str, list[float]] = {}
-    for conversation in conversations():
+    for conversation in conversations(held_out=held_out):
         for profile, reference in REFERENCE_OF_PROFILE.items():
             if reference not in counters:
                 continue
@@ -91,7 +92,9 @@ def tool_output_table(by_kind: dict[str, dict[str, list[float]]], whole: dict[st
     return table(["kind", "results", *(f"{p} ÷ {REFERENCE_OF_PROFILE[p]}: min / median / max" for p in profiles)], rows)
 
 
-def tool_output_goals(by_kind: dict[str, dict[str, list[float]]], whole: dict[str, list[float]]) -> list[Goal]:
+def tool_output_goals(
+    by_kind: dict[str, dict[str, list[float]]], whole: dict[str, list[float]], label: str = ""
+) -> list[Goal]:
     goals = []
     for profile in FITTED:
         if profile not in whole:
@@ -100,7 +103,7 @@ def tool_output_goals(by_kind: dict[str, dict[str, list[float]]], whole: dict[st
         lowest = min(results)
         goals.append(
             Goal(
-                f"{profile}: every tool result ≥ {RESULT_TOKENS} tokens ≥ {RESULT_GOAL}",
+                f"{profile}: every tool result ≥ {RESULT_TOKENS} tokens ≥ {RESULT_GOAL}{label}",
                 lowest >= RESULT_GOAL,
                 f"lowest {lowest:.3f}",
             )
@@ -108,7 +111,7 @@ def tool_output_goals(by_kind: dict[str, dict[str, list[float]]], whole: dict[st
         low, median = min(whole[profile]), statistics.median(whole[profile])
         goals.append(
             Goal(
-                f"{profile}: conversations never under, median ≤ {CONVERSATION_GOAL[1]}",
+                f"{profile}: conversations never under, median ≤ {CONVERSATION_GOAL[1]}{label}",
                 low >= CONVERSATION_GOAL[0] and median <= CONVERSATION_GOAL[1],
                 f"lowest {low:.3f}, median {median:.3f}",
             )
@@ -217,6 +220,9 @@ def main() -> None:
     by_kind, whole = tool_output_ratios()
     print("\n## Estimate ÷ real count, agent tool output (bench/tool_output.py; results of ≥ 500 real tokens)\n")
     print(table_or_skip(by_kind, whole))
+    held_kinds, held_whole = tool_output_ratios(held_out=True)
+    print("\n## The same, held out: tool output of other packages and other draws, never fitted to\n")
+    print(table_or_skip(held_kinds, held_whole))
     text, source = mixed_text()
     print(f"\n## Throughput on {len(text):,} characters of mixed text ({source})\n")
     speed = throughput_rows(text)
@@ -229,6 +235,7 @@ def main() -> None:
         *ratio_goals(corpus, GOAL, "every corpus file within [1.00, 1.15]"),
         *ratio_goals(unseen_samples(), UNSEEN_GOAL, "text in scripts the fit never saw never under (bench/samples.py)"),
         *tool_output_goals(by_kind, whole),
+        *tool_output_goals(held_kinds, held_whole, " (held out)"),
     ]
     print("\n## Goals\n")
     print(table(["goal", "", "measured"], [[g.what, "met" if g.met else "NOT MET", g.measured] for g in goals]))

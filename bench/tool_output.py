@@ -7,6 +7,8 @@ ids, ``git log -p`` of this repository, Python, C, JS and minified JS sources (w
 views), ``grep -rn`` hits, pytest output, base64 and hex dumps of real files, runs of one repeated character and
 numeric tables. Nothing is stored: the same machine and repository give the same set (files are taken in sorted
 order, generated parts use fixed seeds). :func:`conversations` strings the samples into agent conversations.
+``held_out=True`` draws the same kinds from other packages with other seeds: ``bench.fit_ascii`` fits the ASCII
+weights on the default set, ``bench.estimator`` reports both.
 
 Sources that are absent (no ``git``, no C headers, no minified JS in the environment) are left out, so the set
 shrinks but never fails.
@@ -37,6 +39,18 @@ PACKAGES = (
     *("anthropic", "celery", "fastapi", "httpx", "hypothesis", "sqlalchemy", "pydantic", "_pytest", "click"),
     *("matplotlib", "kombu", "redis", "alembic", "starlette", "rich"),
 )
+# The held-out set: other packages, other files and other random draws, never used in fitting.
+HELD_OUT_PACKAGES = ("numpy", "openai", "werkzeug", "mypy", "flower", "tiktoken")
+HELD_OUT_SEED = 100
+
+
+@dataclass
+class _Drawing:
+    packages: tuple[str, ...] = PACKAGES
+    seed: int = 0
+
+
+_drawing = _Drawing()  # which set the makers below draw from: switched by tool_outputs()
 
 
 @dataclass(frozen=True)
@@ -63,7 +77,11 @@ def _run(*command: str, cwd: Path | None = None) -> str:
 
 
 def _packages() -> list[Path]:
-    return [SITE / name for name in PACKAGES if (SITE / name).is_dir()]
+    return [SITE / name for name in _drawing.packages if (SITE / name).is_dir()]
+
+
+def _rng(seed: int) -> random.Random:
+    return random.Random(seed + _drawing.seed)
 
 
 def _files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
@@ -71,7 +89,7 @@ def _files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
 
 
 def _pick(paths: list[Path], count: int, seed: int) -> list[Path]:
-    return sorted(random.Random(seed).sample(paths, min(count, len(paths))))
+    return sorted(_rng(seed).sample(paths, min(count, len(paths))))
 
 
 def _sized(kind: str, texts: Iterator[tuple[str, str]]) -> list[Sample]:
@@ -179,7 +197,7 @@ def json_output() -> list[Sample]:
 
 def _browser_states() -> list[tuple[str, str]]:
     """Pretty-printed page states as browser agents receive them: nested elements with ids, roles, names."""
-    rng = random.Random(11)
+    rng = _rng(11)
     words = [p.stem for p in _files(SITE / "anthropic", (".py",))] or ["item"]
     states = []
     for n in range(3):
@@ -201,7 +219,7 @@ def _browser_states() -> list[tuple[str, str]]:
 
 
 def logs() -> list[Sample]:
-    rng = random.Random(5)
+    rng = _rng(5)
     modules = [p.stem for p in _files(SITE / "celery", (".py",))] or ["worker"]
     levels = ["INFO"] * 6 + ["DEBUG"] * 3 + ["WARNING", "ERROR"]
     verbs = ["received", "started", "succeeded in", "retrying", "acked", "connected to", "published", "timed out"]
@@ -243,9 +261,11 @@ def logs() -> list[Sample]:
 
 
 def diffs() -> list[Sample]:
-    # The first 30 commits of this repository: the set stays the same as the history grows.
-    first = _run("git", "rev-list", "--reverse", "HEAD", cwd=ROOT).split()[:30]
-    log = _run("git", "log", "-p", "--no-color", first[-1], cwd=ROOT) if first else ""
+    # The first 30 commits of this repository (the next 30 for the held-out set): the set stays the same as the
+    # history grows.
+    start = 30 if _drawing.seed else 0
+    chosen = _run("git", "rev-list", "--reverse", "HEAD", cwd=ROOT).split()[start : start + 30]
+    log = _run("git", "log", "-p", "--no-color", "-n", str(len(chosen)), chosen[-1], cwd=ROOT) if chosen else ""
     commits = [c for c in ("\n" + log).split("\ncommit ") if c.strip()]
     return _sized("git log -p", iter([(f"git log -p, commit {n}", "commit " + c) for n, c in enumerate(commits)]))
 
@@ -344,7 +364,7 @@ def encoded() -> list[Sample]:
 
 
 def repeats() -> list[Sample]:
-    rng = random.Random(9)
+    rng = _rng(9)
     samples = []
     for n, char in enumerate("=-#*~_. 0"):
         length = (40, 80, 120, 2_000)[n % 4]
@@ -359,7 +379,7 @@ def repeats() -> list[Sample]:
 
 
 def numeric_tables() -> list[Sample]:
-    rng = random.Random(10)
+    rng = _rng(10)
     samples = []
     for n in range(6):
         columns = rng.randint(3, 9)
@@ -376,10 +396,14 @@ def numeric_tables() -> list[Sample]:
 
 
 @cache
-def tool_outputs() -> tuple[Sample, ...]:
-    """The whole set, in a fixed order."""
+def tool_outputs(held_out: bool = False) -> tuple[Sample, ...]:
+    """The whole set, in a fixed order; ``held_out``: the set drawn from other packages and seeds."""
     makers = (paths, directory_views, ls_long, json_output, logs, diffs, sources, grep_hits, test_runs, encoded)
-    return tuple(s for make in (*makers, repeats, numeric_tables) for s in make())
+    _drawing.packages, _drawing.seed = (HELD_OUT_PACKAGES, HELD_OUT_SEED) if held_out else (PACKAGES, 0)
+    try:
+        return tuple(s for make in (*makers, repeats, numeric_tables) for s in make())
+    finally:
+        _drawing.packages, _drawing.seed = PACKAGES, 0
 
 
 INSTRUCTIONS = (
@@ -428,12 +452,12 @@ class Conversation:
     parts: tuple[str, ...]  # every message's text: the instruction, assistant text and calls, tool results
 
 
-def conversations(count: int = 40, seed: int = 3) -> list[Conversation]:
+def conversations(count: int = 40, seed: int = 3, held_out: bool = False) -> list[Conversation]:
     """Agent conversations: an instruction, then rounds of thought + tool calls + results (1-3 calls a round),
     the kinds drawn by :data:`KIND_WEIGHTS`."""
-    rng = random.Random(seed)
+    rng = random.Random(seed + (HELD_OUT_SEED if held_out else 0))
     by_kind: dict[str, list[Sample]] = {}
-    for sample in tool_outputs():
+    for sample in tool_outputs(held_out):
         by_kind.setdefault(sample.kind, []).append(sample)
     kinds = list(by_kind)
     weights = [KIND_WEIGHTS.get(kind, 1) for kind in kinds]
