@@ -153,11 +153,8 @@ def results_markdown(results: Sequence[ChaosResult], *, command: str, earlier: s
         if result.checks.problems:
             parts += ["Problems (first 20):", "", *(f"- {p}" for p in result.checks.problems[:20]), ""]
     if earlier:
-        parts += [
-            "## Earlier run",
-            "",
-            *("#" + line if line.startswith("#") else line for line in earlier.splitlines()),
-        ]
+        lines = [line for line in earlier.splitlines() if not line.startswith("# ")]  # without its title
+        parts += ["## Earlier run", "", *("#" + line if line.startswith("#") else line for line in lines)]
     return "\n".join(parts) + "\n"
 
 
