@@ -50,6 +50,9 @@ bench: install-dev  ## the benchmarks, each printing its tables
 	$(BIN)/python -m bench.estimator
 	$(BIN)/python -m bench.fitting
 	$(BIN)/python -m bench.three_failures
+	$(BIN)/python -m bench.cost_frontier
+	$(BIN)/python -m bench.budget_use
+	$(BIN)/python -m bench.chaos --broker both
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache .hypothesis
