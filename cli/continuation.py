@@ -9,9 +9,8 @@ from pydantic import ValidationError
 
 from api.client import DEFAULT_API_URL
 from api.schemas import ContinueIn
-from api.watch import watch_job
-from cli.common import ApiKey, ApiUrl, Interval, JobId, Json, api, consoles, plain, print_json
-from cli.jobs import exit_code, wait_quietly
+from cli.common import ApiKey, ApiUrl, Interval, JobId, Json, api, consoles, plain
+from cli.jobs import follow
 
 app = typer.Typer()
 
@@ -31,7 +30,7 @@ def continue_job(
 ) -> None:
     """Start a new job that continues JOB in a new chat: the same documents, a hand-over of what JOB was asked,
     produced and left to do, and the next step. Prints the new job's id."""
-    out, err = consoles()
+    err = consoles()[1]
     try:
         next_step = ContinueIn(instruction=instruction, model=model, budget=budget, strategy=strategy)
     except ValidationError as error:
@@ -41,15 +40,4 @@ def continue_job(
     with api(api_url, api_key) as client:
         created = client.continue_job(job, next_step)
         plain(err, f"Job {created.id} continues job {job} in a new chat: {created.model}, budget {created.budget:,}.")
-        if not wait:
-            if as_json:
-                print_json(created)
-            else:
-                plain(out, str(created.id))
-            return
-        if as_json:
-            finished = wait_quietly(client, created.id, interval=interval)
-            print_json(finished)
-            raise typer.Exit(exit_code(finished))
-        plain(out, str(created.id))
-        raise typer.Exit(watch_job(client, created.id, display=err, output=out, interval=interval))
+        follow(client, created, wait=wait, as_json=as_json, interval=interval)

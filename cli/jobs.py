@@ -59,7 +59,7 @@ def submit(
     """Check the job, upload FILES, create the job over them, and print its id.
 
     A job the API refuses leaves no new document behind."""
-    out, err = consoles()
+    err = consoles()[1]
     try:
         job = JobIn(
             instruction=instruction,
@@ -87,18 +87,25 @@ def submit(
         )
         for warning in created.warnings:
             plain(err, f"Warning: {warning}", style="yellow")
-        if not wait:
-            if as_json:
-                print_json(created)
-            else:
-                plain(out, str(created.id))
-            return
+        follow(client, created, wait=wait, as_json=as_json, interval=interval)
+
+
+def follow(client: PlimsollClient, created: JobView, *, wait: bool, as_json: bool, interval: float) -> None:
+    """After a job was created: print its id (or, with --json, the job), and with --wait follow it to its end
+    and exit with its exit code."""
+    out, err = consoles()
+    if not wait:
         if as_json:
-            finished = wait_quietly(client, created.id, interval=interval)
-            print_json(finished)
-            raise typer.Exit(exit_code(finished))
-        plain(out, str(created.id))
-        raise typer.Exit(watch_job(client, created.id, display=err, output=out, interval=interval))
+            print_json(created)
+        else:
+            plain(out, str(created.id))
+        return
+    if as_json:
+        finished = wait_quietly(client, created.id, interval=interval)
+        print_json(finished)
+        raise typer.Exit(exit_code(finished))
+    plain(out, str(created.id))
+    raise typer.Exit(watch_job(client, created.id, display=err, output=out, interval=interval))
 
 
 def _create(client: PlimsollClient, job: JobIn, uploaded: DocumentsCreated) -> JobView:

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import logging
-
 from fastapi import APIRouter, HTTPException, status
 
 from api.deps import EnqueueDep, SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
+from api.routes.jobs import queue_first_step
 from api.schemas import ContinueIn, ErrorBody, Id, JobView
 from api.views import job_view
 from models.continuation import continue_job
 from models.errors import Conflict
-
-logger = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
 
@@ -40,9 +37,5 @@ def continue_in_a_new_chat(
         )
     except Conflict as conflict:
         raise HTTPException(status.HTTP_409_CONFLICT, str(conflict)) from None
-    session.commit()
-    try:
-        enqueue(job.id)
-    except Exception as error:  # the job has a deadline: the reconciler queues it when the broker is back
-        logger.warning("job %s: first step not queued (%s); the reconciler will", job.id, type(error).__name__)
+    queue_first_step(session, job, enqueue)
     return job_view(session, job)

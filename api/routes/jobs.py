@@ -7,8 +7,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, status
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from api.deps import EnqueueDep, SessionDep, TenantDep
+from api.deps import Enqueue, EnqueueDep, SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
 from api.queries import jobs_query, locked_job_of, messages_query, page_of, steps_query
 from api.routes.pagination import WindowDep, page
@@ -27,9 +28,25 @@ UNFINISHED = (JobStatus.QUEUED, JobStatus.RUNNING)
 @router.post("", status_code=status.HTTP_201_CREATED)
 def submit_job(job_in: JobIn, tenant: TenantDep, session: SessionDep, enqueue: EnqueueDep) -> JobView:
     """Create a job over the tenant's documents and queue its first step."""
-    job = create_job(
+    job = _job_of(session, tenant.id, job_in)
+    queue_first_step(session, job, enqueue)
+    return job_view(session, job)
+
+
+def queue_first_step(session: Session, job: Job, enqueue: Enqueue) -> None:
+    """Commit the new job, then queue its first step (a worker that picks it up at once must find the job). If
+    the broker cannot be reached, the job keeps its deadline and the reconciler queues it when it is back."""
+    session.commit()
+    try:
+        enqueue(job.id)
+    except Exception as error:
+        logger.warning("job %s: first step not queued (%s); the reconciler will", job.id, type(error).__name__)
+
+
+def _job_of(session: Session, tenant_id: int, job_in: JobIn) -> Job:
+    return create_job(
         session,
-        tenant_id=tenant.id,
+        tenant_id=tenant_id,
         instruction=job_in.instruction,
         document_ids=job_in.document_ids,
         model=job_in.model,
@@ -40,32 +57,13 @@ def submit_job(job_in: JobIn, tenant: TenantDep, session: SessionDep, enqueue: E
         max_steps=job_in.max_steps,
         max_input_tokens=job_in.max_input_tokens,
     )
-    # Commit first: a worker that picks the step up at once must find the job.
-    session.commit()
-    try:
-        enqueue(job.id)
-    except Exception as error:  # the job is stored with a deadline: the reconciler queues it when the broker is back
-        logger.warning("job %s: first step not queued (%s); the reconciler will", job.id, type(error).__name__)
-    return job_view(session, job)
 
 
 @router.post("/check")
 def check_job(job_in: JobIn, tenant: TenantDep, session: SessionDep) -> JobCheck:
     """Everything ``POST /v1/jobs`` checks, with nothing stored or queued: a client can check a job before it
     uploads the documents (send ``document_ids`` empty then) and learn the defaults it would get."""
-    job = create_job(
-        session,
-        tenant_id=tenant.id,
-        instruction=job_in.instruction,
-        document_ids=job_in.document_ids,
-        model=job_in.model,
-        budget=job_in.budget,
-        locale=job_in.locale,
-        strategy=job_in.strategy,
-        safety_net=job_in.safety_net,
-        max_steps=job_in.max_steps,
-        max_input_tokens=job_in.max_input_tokens,
-    )
+    job = _job_of(session, tenant.id, job_in)
     check = JobCheck(
         model=job.model,
         budget=job.budget,
