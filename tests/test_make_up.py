@@ -198,6 +198,7 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
         )
         assert journey.returncode == 0, journey.stderr[-3000:]
         done = int(journey.stdout.split()[0])  # `submit` prints the job's id first
+        assert re.search(rf"^\s*{done}\s+succeeded\s", journey.stdout, re.MULTILINE), journey.stdout  # `plimsoll jobs`
         print(f"README journey: {time.monotonic() - began:.1f} s; stdout {journey.stdout[:300]!r}")
 
         api.headers["X-API-Key"] = (tmp_path / "api-key").read_text()
@@ -214,10 +215,27 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
         httpx.post(emulator, json={"limit": TOO_LONG_LIMIT}).raise_for_status()
         long_texts = [{"name": c.name, "content": c.text} for c in chapters(3, chars=6_000, languages=("en",))]
         long_ids = [api.post("/v1/documents", json=body).json()["documents"][0]["id"] for body in long_texts]
-        job = api.post("/v1/jobs", json={"instruction": INSTRUCTION, "document_ids": long_ids, "budget": 30_000})
+        job = api.post(
+            "/v1/jobs",
+            json={"instruction": INSTRUCTION, "document_ids": long_ids, "budget": 30_000, "strategy": "legacy"},
+        )
         too_long = job.json()["id"]
         jobs[too_long] = finished(api, too_long, log)
         assert jobs[too_long]["status"] == "needs_new_chat"
+        [notice] = api.get("/v1/notices", params={"job_id": too_long}).json()["items"]
+        assert f"plimsoll continue {too_long}" in notice["text"]
+        # The model's window is back; the person goes on in a new chat, as the notice says.
+        httpx.post(emulator, json={"limit": 1_000_000}).raise_for_status()
+        cli = {**env, "PLIMSOLL_API_URL": str(api.base_url), "PLIMSOLL_API_KEY": api.headers["X-API-Key"]}
+        going_on = subprocess.run(
+            [f"{ROOT}/.venv/bin/plimsoll", "continue", str(too_long), "-i", "Note each chapter.", "--wait"],
+            env=cli,
+            capture_output=True,
+            text=True,
+            timeout=JOB_SECONDS + STARTUP_SECONDS,
+        )
+        assert going_on.returncode == 0, going_on.stderr[-3000:]
+        assert api.get(f"/v1/jobs/{int(going_on.stdout.split()[0])}").json()["continued_from"] == too_long
 
         def tasks_of(job_id: int) -> list[dict[str, Any]]:
             listed = flower.get("/api/tasks", params={"taskname": "plimsoll.run_step"}).json().values()
