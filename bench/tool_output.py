@@ -34,6 +34,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SITE = Path(sysconfig.get_paths()["purelib"])
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 INCLUDE = Path(sysconfig.get_paths()["include"])
+# The set must be the same in every checkout and venv: absolute paths are shown under one fixed prefix (where the
+# set was first made), and listings show neither times nor the __pycache__ folders that running tests creates.
+SHOWN_SITE = "/work/main/.venv/lib/python3.11/site-packages"
+LS_TIME = "--time-style=+2026-11-30 12:00"
 SIZES = (2_500, 6_000, 12_000, 24_000)  # characters of one result: agents' tools cut output at a few 10k
 PACKAGES = (
     *("anthropic", "celery", "fastapi", "httpx", "hypothesis", "sqlalchemy", "pydantic", "_pytest", "click"),
@@ -66,6 +70,10 @@ def _cut(text: str, size: int) -> str:
         return text
     end = text.rfind("\n", size // 2, size)
     return text[: end + 1 if end > 0 else size]
+
+
+def _shown(path: Path) -> str:
+    return str(path).replace(str(SITE), SHOWN_SITE, 1)
 
 
 def _run(*command: str, cwd: Path | None = None) -> str:
@@ -106,7 +114,7 @@ def paths() -> list[Sample]:
     def listings() -> Iterator[tuple[str, str]]:
         for package in _packages():
             files = [p for p in sorted(package.rglob("*")) if "__pycache__" not in p.parts]
-            yield f"find {package.name} (absolute)", "".join(f"{p}\n" for p in files)
+            yield f"find {package.name} (absolute)", "".join(f"{_shown(p)}\n" for p in files)
             yield (
                 f"find . -name '*.py' in {package.name}",
                 "".join(f"./{p.relative_to(package)}\n" for p in files if p.suffix == ".py"),
@@ -125,13 +133,16 @@ def directory_views() -> list[Sample]:
                 yield from tree(entry, depth - 1, prefix + ("    " if last else "│   "))
 
     def two_levels(folder: Path) -> str:
-        lines = [f"Here's the files and directories up to 2 levels deep in {folder}, excluding hidden items:\n"]
+        shown = _shown(folder)
+        lines = [f"Here's the files and directories up to 2 levels deep in {shown}, excluding hidden items:\n"]
         for first in sorted(folder.iterdir()):
             if first.name.startswith(".") or first.name == "__pycache__":
                 continue
-            lines.append(f"{first}\n")
+            lines.append(f"{_shown(first)}\n")
             if first.is_dir():
-                lines += [f"{p}\n" for p in sorted(first.iterdir()) if not p.name.startswith((".", "__pycache__"))]
+                lines += [
+                    f"{_shown(p)}\n" for p in sorted(first.iterdir()) if not p.name.startswith((".", "__pycache__"))
+                ]
         return "".join(lines)
 
     def views() -> Iterator[tuple[str, str]]:
@@ -145,8 +156,9 @@ def directory_views() -> list[Sample]:
 def ls_long() -> list[Sample]:
     def listings() -> Iterator[tuple[str, str]]:
         for package in _packages():
-            yield f"ls -la {package.name}", _run("ls", "-la", "--time-style=long-iso", str(package))
-            yield f"ls -lR {package.name}", _run("ls", "-lR", str(package))
+            ls = ("ls", "--ignore=__pycache__", LS_TIME)
+            yield f"ls -la {package.name}", _run(*ls, "-lA", str(package)).replace(str(SITE), SHOWN_SITE)
+            yield f"ls -lR {package.name}", _run(*ls, "-lR", str(package)).replace(str(SITE), SHOWN_SITE)
 
     return _sized("ls -l", listings())
 
@@ -331,11 +343,12 @@ def test_raises():
 def test_runs() -> list[Sample]:
     with tempfile.TemporaryDirectory() as folder:
         Path(folder, "test_sample.py").write_text(TEST_MODULE)
-        base = (sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", folder, folder)
+        base = (sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", folder, ".")
+        here = Path(folder)  # run from the folder: the paths pytest shows do not depend on where we are
         runs = [
-            ("pytest -v", _run(*base, "-v")),
-            ("pytest -q", _run(*base, "-q")),
-            ("pytest --tb=long", _run(*base, "--tb=long", "-q")),
+            ("pytest -v", _run(*base, "-v", cwd=here)),
+            ("pytest -q", _run(*base, "-q", cwd=here)),
+            ("pytest --tb=long", _run(*base, "--tb=long", "-q", cwd=here)),
         ]
     # The durations differ from run to run: written as one figure, the set stays the same.
     runs = [(n, re.sub(r"\d+\.\d+s\b", "0.12s", t.replace(folder, "/tmp/project"))) for n, t in runs]
