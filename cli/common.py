@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn
 
 import typer
+from pydantic import ValidationError
 from pydantic_core import to_json
 from rich.console import Console
 from rich.table import Table
@@ -57,6 +58,13 @@ def api(url: str, key: str) -> Iterator[PlimsollClient]:
             yield client
     except ClientError as error:
         fail(str(error))
+
+
+def usage_error(error: ValidationError) -> NoReturn:
+    """Options the API would refuse: said as the options they came from, exit code 2, nothing sent."""
+    problems = "; ".join(f"--{'-'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+    plain(Console(stderr=True), f"Error: {problems}")
+    raise typer.Exit(2)
 
 
 def print_json(value: Any) -> None:

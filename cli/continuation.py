@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from api.client import DEFAULT_API_URL
 from api.schemas import ContinueIn
-from cli.common import ApiKey, ApiUrl, Interval, JobId, Json, api, consoles, plain
+from cli.common import ApiKey, ApiUrl, Interval, JobId, Json, api, consoles, plain, usage_error
 from cli.jobs import follow
 
 app = typer.Typer()
@@ -34,9 +34,7 @@ def continue_job(
     try:
         next_step = ContinueIn(instruction=instruction, model=model, budget=budget, strategy=strategy)
     except ValidationError as error:
-        problems = "; ".join(f"--{'-'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        plain(err, f"Error: {problems}")
-        raise typer.Exit(2) from None
+        usage_error(error)
     with api(api_url, api_key) as client:
         created = client.continue_job(job, next_step)
         plain(err, f"Job {created.id} continues job {job} in a new chat: {created.model}, budget {created.budget:,}.")

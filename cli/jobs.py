@@ -15,7 +15,21 @@ from rich.console import Console
 from api.client import DEFAULT_API_URL, ApiUnreachable, ClientError, PlimsollClient
 from api.schemas import DocumentsCreated, JobIn, JobView, MessageView
 from api.watch import FINISHED, watch_job
-from cli.common import ApiKey, ApiUrl, Interval, JobId, Json, Limit, Offset, api, consoles, plain, print_json, table
+from cli.common import (
+    ApiKey,
+    ApiUrl,
+    Interval,
+    JobId,
+    Json,
+    Limit,
+    Offset,
+    api,
+    consoles,
+    plain,
+    print_json,
+    table,
+    usage_error,
+)
 from models.tables import JobStatus
 
 app = typer.Typer()
@@ -72,9 +86,7 @@ def submit(
             max_input_tokens=max_input_tokens,
         )
     except ValidationError as error:
-        problems = "; ".join(f"--{'-'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        plain(err, f"Error: {problems}")
-        raise typer.Exit(2) from None
+        usage_error(error)
     with api(api_url, api_key) as client:
         client.check_job(job)  # before anything is uploaded: nothing to clean up when it is refused
         uploaded = client.upload(files)

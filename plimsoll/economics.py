@@ -44,10 +44,11 @@ from plimsoll.fitting import (
     Fit,
     Plan,
     apply_plan,
+    history_to_fit,
     note_costs,
     plan_history,
 )
-from plimsoll.history import History, from_messages, from_outlines
+from plimsoll.history import History, from_outlines
 from plimsoll.messages import Message, Outline
 from plimsoll.profiles import get_profile
 
@@ -225,12 +226,7 @@ def fit_cached(
     economy: Economy = Economy(),
 ) -> tuple[Fit, tuple[int, ...]]:
     """``fit`` under the cache-economic policy: the request, and its :attr:`CachePlan.breakpoints`."""
-    if budget <= 0:
-        raise ValueError(f"the budget must be positive, got {budget}")
-    if estimates is not None and len(estimates) != len(messages):
-        raise ValueError(f"got {len(estimates)} estimates for {len(messages)} messages")
-    chosen_profile = get_profile(profile)
-    history = from_messages(messages, estimates, chosen_profile)
+    history, chosen_profile = history_to_fit(messages, budget, estimates, profile)
     chosen = plan_economic(history, budget, profile=chosen_profile, overhead=overhead, cache=cache, economy=economy)
     plan = chosen.plan
     request = apply_plan(messages, plan)

@@ -325,11 +325,19 @@ def fit(
 
     With ``estimates`` (one per message, as stored) nothing is re-estimated.
     """
+    history, chosen_profile = history_to_fit(messages, budget, estimates, profile)
+    chosen = plan_history(history, budget, profile=chosen_profile, overhead=overhead, batching=batching)
+    return Fit(apply_plan(messages, chosen), chosen.stage, chosen.tokens, chosen.cleared, chosen.dropped)
+
+
+def history_to_fit(
+    messages: Sequence[Message], budget: int, estimates: Sequence[int] | None, profile: str | Profile
+) -> tuple[History, Profile]:
+    """The checked arguments of a fit: the messages as a History (estimated unless ``estimates`` are given)
+    and the profile."""
     if budget <= 0:
         raise ValueError(f"the budget must be positive, got {budget}")
     if estimates is not None and len(estimates) != len(messages):
         raise ValueError(f"got {len(estimates)} estimates for {len(messages)} messages")
     chosen_profile = get_profile(profile)
-    history = from_messages(messages, estimates, chosen_profile)
-    chosen = plan_history(history, budget, profile=chosen_profile, overhead=overhead, batching=batching)
-    return Fit(apply_plan(messages, chosen), chosen.stage, chosen.tokens, chosen.cleared, chosen.dropped)
+    return from_messages(messages, estimates, chosen_profile), chosen_profile
