@@ -60,7 +60,7 @@ def measure(database: Database, emulator: EmulatorServer, stored: int, texts: di
         database=database,
         settings=Settings(database_url=database.url),
         provider_for=lambda job: provider,
-        enqueue=lambda job_id, delay: None,
+        enqueue=lambda job_id, step, delay: None,
         report=lambda error: None,
     )
     for _ in range(STEPS + 1):

@@ -1,0 +1,29 @@
+"""The benchmarks the README quotes that have no scaled-down test of their own run here as the README shows
+them: each prints its tables, and the worker benchmark's steps all ran to their end (none left for the
+reconciler)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from bench import estimator, worker_overhead
+
+
+def test_the_worker_overhead_benchmark_times_every_size(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="worker.runner")
+    worker_overhead.main()
+    out = capsys.readouterr().out
+    for stored in ("| 10 |", "| 100 |", "| 1,000 |"):
+        assert stored in out
+    assert not [r for r in caplog.records if "not queued" in r.getMessage()]
+
+
+def test_the_estimator_benchmark_judges_its_goals(capsys: pytest.CaptureFixture[str]) -> None:
+    estimator.main()
+    out = capsys.readouterr().out
+    assert "## Goals" in out and "estimate_tokens('claude') ≥ 20× tiktoken encode on mixed text" in out
+    assert "agent tool output" in out
