@@ -166,7 +166,8 @@ def ls_long() -> list[Sample]:
 @cache
 def _installed() -> list[dict[str, str]]:
     listed = _run(sys.executable, "-m", "pip", "list", "--format", "json", "--disable-pip-version-check")
-    return list(json.loads(listed)) if listed.strip() else []
+    # This checkout's own (editable) entry names where it lies; shown under one path, the set does not.
+    return list(json.loads(listed.replace(json.dumps(str(ROOT))[1:-1], "/work/main"))) if listed.strip() else []
 
 
 def _metadata() -> list[dict[str, object]]:
@@ -311,7 +312,9 @@ def sources() -> list[Sample]:
 def grep_hits() -> list[Sample]:
     def hits() -> Iterator[tuple[str, str]]:
         for package, pattern in zip(_packages(), ("def ", "import", "class ", "self", "return"), strict=False):
-            yield f"grep -rn {pattern!r} {package.name}", _run("grep", "-rn", pattern, str(package), "--include=*.py")
+            found = _run("grep", "-rn", pattern, str(package), "--include=*.py").replace(str(SITE), SHOWN_SITE)
+            # grep walks folders in the file system's order, which differs between installs: sorted, it does not
+            yield f"grep -rn {pattern!r} {package.name}", "".join(sorted(found.splitlines(keepends=True)))
 
     return _sized("grep -rn", hits())
 
@@ -352,6 +355,7 @@ def test_runs() -> list[Sample]:
         ]
     # The durations differ from run to run: written as one figure, the set stays the same.
     runs = [(n, re.sub(r"\d+\.\d+s\b", "0.12s", t.replace(folder, "/tmp/project"))) for n, t in runs]
+    runs = [(n, t.replace(str(ROOT), "/work/main")) for n, t in runs]  # the interpreter's path names the checkout
     return _sized("pytest output", iter(runs))
 
 
@@ -371,7 +375,8 @@ def encoded() -> list[Sample]:
         encoded = base64.b64encode(data).decode()
         text = base64.encodebytes(data).decode() if n % 2 else f"data:{mime};base64,{encoded}"
         samples.append(Sample("base64", f"base64 {path.name}", text))
-    hashes = _run("sha256sum", *map(str, _pick(_files(SITE / "celery", (".py",)), 60, 8)))
+    hashed = _pick(_files(SITE / "celery", (".py",)), 60, 8)
+    hashes = _run("sha256sum", *map(str, hashed)).replace(str(SITE), SHOWN_SITE)
     samples.append(Sample("hex dump, hashes", "sha256sum", hashes))
     return [s for s in samples if s.text.strip()]
 
