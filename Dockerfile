@@ -9,18 +9,16 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# The dependencies first, from pyproject.toml alone ([project].dependencies, no extras), so this layer is
-# rebuilt only when the dependency list changes, not on every change to the code.
-COPY pyproject.toml ./
-RUN python -c 'import tomllib; project = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(project["dependencies"]))' \
-        > /tmp/requirements.txt \
-    && pip install --requirement /tmp/requirements.txt \
-    && rm /tmp/requirements.txt
+# The dependencies first, from the service's lock (exact versions and hashes, no dev or bench extras), so this
+# layer is rebuilt only when the lock changes, not on every change to the code.
+COPY pyproject.toml requirements/service.txt ./
+RUN pip install --require-hashes --no-deps --requirement service.txt \
+    && rm service.txt
 
 # Then the project itself. The source tree stays in /app too: alembic.ini and migrations/ are read from here
 # by `alembic upgrade head`, and `plimsoll demo` writes its SQLite file to /app/var.
 COPY . .
-RUN pip install --no-deps . \
+RUN pip install --no-deps --no-build-isolation . \
     && rm -rf build ./*.egg-info \
     && useradd --create-home --uid 10001 --user-group plimsoll \
     && mkdir -p var \

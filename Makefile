@@ -4,27 +4,46 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # setuptools explains editable installs of a flat layout in a boxed UserWarning on every install; keep it quiet.
 QUIET_BUILD := PYTHONWARNINGS=ignore::UserWarning
+# Every install comes from the lock files (exact versions with their hashes, the build backend included), so
+# every machine builds the same program; pyproject.toml keeps the compatible ranges for people who install the
+# package. `make lock` rewrites the locks after a change to pyproject.toml; `make upgrade` moves them on.
+PIP_LOCKED := $(BIN)/pip install --quiet --require-hashes --no-deps
+PIP_PROJECT := $(QUIET_BUILD) $(BIN)/pip install --quiet --no-deps --no-build-isolation
+COMPILE := $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes \
+	--custom-compile-command "make lock"
 
-.PHONY: demo up test lint bench install install-dev services compose clean
+.PHONY: demo up test lint bench install install-dev install-up lock upgrade services compose clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
 
 install: $(BIN)/python  ## the service and its command, nothing for development
-	$(QUIET_BUILD) $(BIN)/pip install --quiet -e .
+	$(PIP_LOCKED) -r requirements/service.txt
+	$(PIP_PROJECT) -e .
 
 install-dev: $(BIN)/python  ## everything the tests, linters and benchmarks need
-	$(QUIET_BUILD) $(BIN)/pip install --quiet -e ".[dev,bench]"
+	$(PIP_LOCKED) -r requirements/dev.txt
+	$(PIP_PROJECT) -e .
+
+lock: install-dev  ## requirements/*.txt from pyproject.toml, keeping every pinned version that still fits
+	$(COMPILE) $(UPGRADE) --all-extras pyproject.toml requirements/build.in -o requirements/dev.txt
+	$(COMPILE) pyproject.toml requirements/build.in --constraint requirements/dev.txt -o requirements/service.txt
+	$(COMPILE) --extra up pyproject.toml requirements/build.in --constraint requirements/dev.txt -o requirements/up.txt
+
+upgrade:  ## every dependency to its newest release, then the whole suite against them; commit the locks if green
+	$(MAKE) lock UPGRADE=--upgrade
+	git --no-pager diff --stat -- requirements/ || true
+	$(MAKE) test
 
 demo: install  ## the main job on the embedded defaults: SQLite, an in-process worker, the bundled emulator
 	$(BIN)/plimsoll demo
 
-up: $(BIN)/honcho services  ## the whole service here without Docker: emulator, migrations, API, worker, Flower (Ctrl-C stops)
+up: install-up services  ## the whole service here without Docker: emulator, migrations, API, worker, Flower (Ctrl-C stops)
 	VENV=$(VENV) bash scripts/up.sh
 
-$(BIN)/honcho: | $(BIN)/python
-	$(QUIET_BUILD) $(BIN)/pip install --quiet -e ".[up]"
+install-up: $(BIN)/python  ## the service plus honcho, which runs the Procfile
+	$(PIP_LOCKED) -r requirements/up.txt
+	$(PIP_PROJECT) -e .
 
 services:  ## PostgreSQL and Redis at their local addresses: found, started, or said what is missing
 	bash .ci/ensure-services
