@@ -105,6 +105,9 @@ class JobIn(Input):
         le=10**12,
         description="stop the job before its requests add up to more input tokens; default from the settings",
     )
+    allow_retired_model: bool = Field(
+        default=False, description="run a new job on a retired model anyway (the provider may refuse it)"
+    )
 
 
 class ContinueIn(Input):
@@ -112,6 +115,9 @@ class ContinueIn(Input):
     model: str | None = Field(default=None, description="default: the old job's model")
     budget: int | None = Field(default=None, le=MAX_INT, description="default: the old job's budget")
     strategy: str = Field(default="plimsoll", description="how the new job fits its requests")
+    allow_retired_model: bool = Field(
+        default=False, description="run a new job on a retired model anyway (the provider may refuse it)"
+    )
 
 
 class JobCheck(BaseModel):
@@ -122,7 +128,7 @@ class JobCheck(BaseModel):
     hard_limit: int
     max_steps: int
     max_input_tokens: int
-    warnings: list[str] = Field(default_factory=list, description="e.g. the model is deprecated")
+    warnings: list[str] = Field(default_factory=list, description="e.g. the model is deprecated or retired")
 
 
 class Progress(BaseModel):
@@ -211,7 +217,7 @@ class JobView(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     children: list[ChildJob] = Field(description="subagent jobs started by this job")
-    warnings: list[str] = Field(default_factory=list, description="e.g. that the job's model is deprecated")
+    warnings: list[str] = Field(default_factory=list, description="e.g. that the job's model is deprecated or retired")
     continued_from: int | None = Field(default=None, description="the job this one continues in a new chat")
     continued_by: int | None = Field(default=None, description="the job that continues this one in a new chat")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from api.schemas import ChildJob, JobSummary, JobView, LastRequest, Limits, Progress, Usage
-from models.catalogue import CATALOGUE, deprecation_warning
+from models.catalogue import CATALOGUE, lifecycle_warning
 from models.continuation import continuation_of
 from models.history import documents_read
 from models.jobs import children_of, last_step
@@ -57,7 +57,7 @@ def job_view(session: Session, job: Job) -> JobView:
 
 def model_warnings(model: str) -> list[str]:
     spec = CATALOGUE.get(model)
-    warning = deprecation_warning(spec) if spec is not None else None
+    warning = lifecycle_warning(spec) if spec is not None else None
     return [warning] if warning else []
 
 

@@ -23,6 +23,9 @@ def continue_job(
     model: Annotated[str | None, typer.Option(help="A model of the catalogue (default: the old job's).")] = None,
     budget: Annotated[int | None, typer.Option(help="Input tokens per request (default: the old job's).")] = None,
     strategy: Annotated[str, typer.Option(help="How the new job fits its requests.")] = "plimsoll",
+    allow_retired_model: Annotated[
+        bool, typer.Option("--allow-retired-model", help="Run on a retired model anyway (the provider may refuse it).")
+    ] = False,
     wait: Annotated[bool, typer.Option("--wait", help="Watch the new job until it finishes.")] = False,
     interval: Interval = 1.0,
     as_json: Json = False,
@@ -32,7 +35,13 @@ def continue_job(
     produced and left to do, and the next step. Prints the new job's id."""
     err = consoles()[1]
     try:
-        next_step = ContinueIn(instruction=instruction, model=model, budget=budget, strategy=strategy)
+        next_step = ContinueIn(
+            instruction=instruction,
+            model=model,
+            budget=budget,
+            strategy=strategy,
+            allow_retired_model=allow_retired_model,
+        )
     except ValidationError as error:
         usage_error(error)
     with api(api_url, api_key) as client:

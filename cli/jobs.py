@@ -65,6 +65,9 @@ def submit(
     max_input_tokens: Annotated[
         int | None, typer.Option(help="Stop the job before its requests add up to more input tokens.")
     ] = None,
+    allow_retired_model: Annotated[
+        bool, typer.Option("--allow-retired-model", help="Run on a retired model anyway (the provider may refuse it).")
+    ] = False,
     wait: Annotated[bool, typer.Option("--wait", help="Watch the job until it finishes.")] = False,
     interval: Interval = 1.0,
     as_json: Json = False,
@@ -84,6 +87,7 @@ def submit(
             safety_net=safety_net,
             max_steps=max_steps,
             max_input_tokens=max_input_tokens,
+            allow_retired_model=allow_retired_model,
         )
     except ValidationError as error:
         usage_error(error)

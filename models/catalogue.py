@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime
 from typing import Any, Literal
 
 from plimsoll import PROFILES
@@ -19,7 +20,8 @@ class ModelSpec:
     default_budget: int  # input tokens per request Plimsoll plans for
     profile: str  # the estimate profile of the model's tokenizer
     max_output_tokens: int
-    retires: str | None = None  # deprecated: the day the provider stops serving it (as the SDK says it)
+    retires: date | None = None  # deprecated: the day the provider stops serving it (as the SDK says it)
+    replacement: str | None = None  # the current model to use instead, once it is deprecated or retired
 
     @property
     def max_budget(self) -> int:
@@ -33,6 +35,12 @@ class ModelSpec:
             raise ValueError(f"model {self.name!r}: unknown estimate profile {self.profile!r}")
         if not 0 < self.default_budget <= self.max_budget:
             raise ValueError(f"model {self.name!r}: the default budget must be within 1..{self.max_budget}")
+        if (self.retires is None) != (self.replacement is None):
+            raise ValueError(f"model {self.name!r}: a retirement date goes with a replacement")
+
+    def retired(self, today: date | None = None) -> bool:
+        """True from the day the provider stops serving the model."""
+        return self.retires is not None and (today or datetime.now(UTC).date()) >= self.retires
 
 
 CATALOGUE: dict[str, ModelSpec] = {
@@ -49,9 +57,21 @@ CATALOGUE: dict[str, ModelSpec] = {
         ModelSpec("claude-opus-4-8", "anthropic", 200_000, 160_000, "claude", 16_000),
         ModelSpec("claude-sonnet-4-6", "anthropic", 200_000, 160_000, "claude", 16_000),
         ModelSpec("claude-haiku-4-5", "anthropic", 200_000, 160_000, "claude", 16_000),
-        # Deprecated: still served until the day given, then refused.
-        ModelSpec("claude-opus-4-5", "anthropic", 200_000, 160_000, "claude", 16_000, retires="January 22nd, 2027"),
-        ModelSpec("claude-sonnet-4-5", "anthropic", 200_000, 160_000, "claude", 16_000, retires="November 30th, 2026"),
+        # Deprecated: served until the day given, then retired: refused for new jobs, readable for old ones.
+        # A model the installed SDK no longer lists is retired (tests/test_model_knowledge.py keeps this true).
+        ModelSpec(
+            "claude-opus-4-5", "anthropic", 200_000, 160_000, "claude", 16_000, date(2027, 1, 22), "claude-opus-4-8"
+        ),
+        ModelSpec(
+            "claude-sonnet-4-5",
+            "anthropic",
+            200_000,
+            160_000,
+            "claude",
+            16_000,
+            date(2026, 11, 30),
+            "claude-sonnet-4-6",
+        ),
         # OpenAI's current models, as the installed SDK lists them. Its Models API gives no limits, so these
         # are a cautious floor (every current model takes at least this); PLIMSOLL_MODELS raises them.
         ModelSpec("gpt-5.5", "openai", 128_000, 100_000, "o200k", 16_384),
@@ -86,7 +106,27 @@ def model_spec(
     return replace(base, **override) if override else base
 
 
-def deprecation_warning(spec: ModelSpec) -> str | None:
+def _day(day: date) -> str:
+    return f"{day:%B} {day.day}, {day.year}"
+
+
+def lifecycle_warning(spec: ModelSpec, today: date | None = None) -> str | None:
+    """What a job on ``spec`` should be told about its model: deprecated (still served) or retired."""
     if spec.retires is None:
         return None
-    return f"{spec.name} is deprecated: the provider stops serving it on {spec.retires}. Choose a current model."
+    if spec.retired(today):
+        return f"{spec.name} was retired on {_day(spec.retires)}: the provider no longer serves it."
+    return (
+        f"{spec.name} is deprecated: the provider stops serving it on {_day(spec.retires)}. "
+        f"Choose a current model, e.g. {spec.replacement}."
+    )
+
+
+def retired_refusal(spec: ModelSpec, today: date | None = None) -> str | None:
+    """Why a new job may not run on ``spec``, naming the model to use instead; None while it is served."""
+    if spec.retires is None or not spec.retired(today):
+        return None
+    return (
+        f"{spec.name} was retired on {_day(spec.retires)}: the provider no longer serves it. "
+        f"Use {spec.replacement} instead (or set allow_retired_model, --allow-retired-model, to try it anyway)."
+    )

@@ -28,6 +28,7 @@ def continue_job(
     budget: int | None = None,
     model: str | None = None,
     strategy: str = "plimsoll",
+    allow_retired_model: bool = False,
 ) -> Job:
     """A queued job that continues job ``job_id`` with ``instruction`` as its next step. It fits its requests
     with ``strategy`` (Plimsoll's by default, also after a job that reproduced an old failure)."""
@@ -69,6 +70,7 @@ def continue_job(
         locale=old.locale,
         strategy=strategy,
         safety_net=old.safety_net,
+        allow_retired_model=allow_retired_model,
     )
     new.continued_from_id = old.id
     return new

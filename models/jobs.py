@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from models.catalogue import MIN_BUDGET, UnknownModel, model_spec
+from models.catalogue import MIN_BUDGET, UnknownModel, model_spec, retired_refusal
 from models.documents import documents_of
 from models.errors import InvalidInput, NotFound
 from models.history import append_messages
@@ -45,8 +45,10 @@ def create_job(
     safety_net: bool = True,
     max_steps: int | None = None,
     max_input_tokens: int | None = None,
+    allow_retired_model: bool = False,
 ) -> Job:
-    """A queued job with its opening message stored. Every check happens before anything is written."""
+    """A queued job with its opening message stored. Every check happens before anything is written. A new
+    main job on a retired model is refused unless ``allow_retired_model``; a subagent follows its main job."""
     settings = get_settings()
     if not instruction.strip():
         raise InvalidInput("the instruction is empty")
@@ -66,6 +68,9 @@ def create_job(
         spec = model_spec(name, settings.models, learned=known[:2] if known else None)
     except UnknownModel as error:
         raise InvalidInput(str(error)) from None
+    refusal = retired_refusal(spec)
+    if refusal and parent is None and not allow_retired_model:
+        raise InvalidInput(refusal)
     budget = spec.default_budget if budget is None else budget
     if not MIN_BUDGET <= budget <= spec.max_budget:
         raise InvalidInput(

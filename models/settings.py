@@ -34,7 +34,7 @@ class Settings(BaseSettings):
     default_model: str = "plimsoll-emulator"
     models: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
-        description='overrides of the model catalogue, e.g. {"claude-sonnet-4-5": {"default_budget": 150000}}',
+        description='overrides of the model catalogue, e.g. {"claude-sonnet-5-5": {"default_budget": 150000}}',
     )
 
     sentry_dsn: str | None = None

@@ -1,9 +1,13 @@
 """What the worker learns about a model: its limits from the provider's models endpoint (served by the
 emulator, read by the official SDK), its calibration across jobs; and a rejection re-planned at most once.
-The catalogue follows the installed SDK: its deprecated models are marked, and a job on one is warned about."""
+The catalogue follows the installed SDK: its deprecated models are marked and warned about, its retired ones
+refused for new jobs (naming the replacement) and kept readable for old ones."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from datetime import date, datetime
 from typing import Any, get_args
 
 import pytest
@@ -13,15 +17,16 @@ from openai.types import ChatModel
 from sqlalchemy import select
 
 from emulator import EmulatorServer
-from models.catalogue import CATALOGUE
+from models.catalogue import CATALOGUE, lifecycle_warning, retired_refusal
 from models.db import Database
 from models.errors import InvalidInput
 from models.history import append_messages
 from models.jobs import create_job, steps_of
-from models.tables import Job, JobStatus, ModelFacts, Notice
+from models.tables import Job, JobKind, JobStatus, ModelFacts, Notice
 from models.tenants import create_tenant
 from plimsoll.notices import new_chat_notice
 from tests.fixtures_emulator import TEST_API_KEY
+from tests.test_api import Api, serve_api
 from tests.test_worker_steps import new_job, run_to_end, services
 from worker.errors import TooLong
 from worker.providers import AnthropicProvider
@@ -88,12 +93,34 @@ def test_a_step_plans_again_at_most_once_then_the_job_needs_a_new_chat(database:
     assert notices == [new_chat_notice(job_id)]
 
 
-def test_the_catalogue_marks_what_the_installed_sdk_deprecates() -> None:
+@pytest.fixture
+def api(database: Database) -> Iterator[Api]:
+    with serve_api(database) as api:
+        yield api
+
+
+def sdk_day(text: str) -> date:
+    """The SDK's way of writing a day ("November 30th, 2026") as a date."""
+    return datetime.strptime(re.sub(r"(\d)(st|nd|rd|th),", r"\1,", text), "%B %d, %Y").date()
+
+
+def test_the_catalogue_follows_the_installed_sdk() -> None:
+    """A model the SDK lists carries the SDK's retirement day; one it no longer lists must be retired here
+    ("retired, refuse it", which passes). Only a model neither the SDK knows nor the catalogue retires fails
+    ("unknown: add it, or retire it")."""
     listed = set(get_args(get_args(Model)[0]))
+    unknown: list[str] = []
     for spec in CATALOGUE.values():
-        if spec.provider == "anthropic" and not spec.name.startswith("plimsoll-"):
-            assert spec.name in listed, f"{spec.name} is not a model the installed SDK knows"
-            assert spec.retires == DEPRECATED_MODELS.get(spec.name), spec.name
+        if spec.provider != "anthropic" or spec.name.startswith("plimsoll-"):
+            continue
+        if spec.name in listed:
+            said = DEPRECATED_MODELS.get(spec.name)
+            assert spec.retires == (sdk_day(said) if said else None), f"{spec.name}: the SDK says {said}"
+        elif not spec.retired():
+            unknown.append(spec.name)
+        if spec.replacement is not None:
+            assert spec.replacement in listed and spec.replacement not in DEPRECATED_MODELS, spec.replacement
+    assert not unknown, f"the installed SDK does not know {unknown}: fix the name, or retire it with a replacement"
     current = [name for name in listed if name not in DEPRECATED_MODELS and name.startswith("claude-sonnet-5")]
     assert any(name in CATALOGUE for name in current)
     openai_listed = set(get_args(ChatModel))
@@ -102,12 +129,55 @@ def test_the_catalogue_marks_what_the_installed_sdk_deprecates() -> None:
     )
 
 
-def test_a_job_on_a_deprecated_model_is_warned_about(database: Database) -> None:
-    from api.views import job_view
+def test_a_deprecated_model_is_warned_about_and_a_retired_one_refused_naming_its_replacement() -> None:
+    spec = CATALOGUE["claude-opus-4-5"]
+    assert spec.retires == date(2027, 1, 22)
+    before, on_the_day = date(2027, 1, 21), date(2027, 1, 22)
+    assert lifecycle_warning(spec, before) == (
+        "claude-opus-4-5 is deprecated: the provider stops serving it on January 22, 2027. "
+        "Choose a current model, e.g. claude-opus-4-8."
+    )
+    assert retired_refusal(spec, before) is None
+    assert lifecycle_warning(spec, on_the_day) == (
+        "claude-opus-4-5 was retired on January 22, 2027: the provider no longer serves it."
+    )
+    assert retired_refusal(spec, on_the_day) == (
+        "claude-opus-4-5 was retired on January 22, 2027: the provider no longer serves it. Use claude-opus-4-8 "
+        "instead (or set allow_retired_model, --allow-retired-model, to try it anyway)."
+    )
+    assert lifecycle_warning(CATALOGUE["claude-sonnet-5-5"]) is None
 
+
+def test_a_job_on_a_retired_model_is_refused_unless_allowed_and_stays_readable(api: Api) -> None:
+    caller = api.tenant()
+    body = {"instruction": "Read.", "model": "claude-sonnet-4-5"}
+    for route in ("/v1/jobs/check", "/v1/jobs"):
+        refused = caller.post(route, json=body)
+        assert refused.status_code == 422, refused.text
+        assert "claude-sonnet-4-5 was retired on November 30, 2026" in refused.json()["detail"]
+        assert "Use claude-sonnet-4-6 instead" in refused.json()["detail"]
+    assert caller.get("/v1/jobs").json()["total"] == 0
+
+    allowed = caller.post("/v1/jobs", json={**body, "allow_retired_model": True})
+    assert allowed.status_code == 201, allowed.text
+    job = caller.get(f"/v1/jobs/{allowed.json()['id']}").json()
+    assert job["model"] == "claude-sonnet-4-5"
+    assert job["warnings"] == ["claude-sonnet-4-5 was retired on November 30, 2026: the provider no longer serves it."]
+
+
+def test_a_subagent_follows_its_main_job_onto_a_retired_model(database: Database) -> None:
     with database.session() as session:
-        job = session.get_one(Job, new_job(database, {"a.txt": "Alpha."}, model="claude-sonnet-4-5"))
-        warnings = job_view(session, job).warnings
-    assert warnings == [
-        "claude-sonnet-4-5 is deprecated: the provider stops serving it on November 30th, 2026. Choose a current model."
-    ]
+        tenant, _ = create_tenant(session, name="retired")
+        main = create_job(
+            session, tenant_id=tenant.id, instruction="Go.", model="claude-sonnet-4-5", allow_retired_model=True
+        )
+        child = create_job(
+            session,
+            tenant_id=tenant.id,
+            instruction="Part.",
+            model=main.model,
+            kind=JobKind.SUBAGENT,
+            parent=main,
+        )
+        assert child.model == "claude-sonnet-4-5"
+        session.rollback()

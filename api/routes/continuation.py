@@ -34,6 +34,7 @@ def continue_in_a_new_chat(
             budget=next_step.budget,
             model=next_step.model,
             strategy=next_step.strategy,
+            allow_retired_model=next_step.allow_retired_model,
         )
     except Conflict as conflict:
         raise HTTPException(status.HTTP_409_CONFLICT, str(conflict)) from None

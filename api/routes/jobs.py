@@ -56,6 +56,7 @@ def _job_of(session: Session, tenant_id: int, job_in: JobIn) -> Job:
         safety_net=job_in.safety_net,
         max_steps=job_in.max_steps,
         max_input_tokens=job_in.max_input_tokens,
+        allow_retired_model=job_in.allow_retired_model,
     )
 
 
