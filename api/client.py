@@ -88,6 +88,9 @@ class PlimsollClient:
     def documents(self, *, offset: int = 0, limit: int = 100) -> Page[DocumentView]:
         return self._send("GET", "/v1/documents", Page[DocumentView], params={"offset": offset, "limit": limit})
 
+    def document(self, document_id: int) -> DocumentView:
+        return self._send("GET", f"/v1/documents/{document_id}", DocumentView)
+
     def delete_document(self, document_id: int) -> None:
         self._request("DELETE", f"/v1/documents/{document_id}")
 

@@ -39,8 +39,12 @@ def jobs_query(*, tenant_id: int, kind: str | None = None, status: str | None = 
 
 
 def locked_job_of(session: Session, *, tenant_id: int, job_id: int) -> Job:
-    """The tenant's job, its row locked until the transaction ends, its attributes read afresh."""
-    query = select(Job).where(Job.id == job_id, Job.tenant_id == tenant_id).with_for_update()
+    """The tenant's job, its row locked until the transaction ends, its attributes read afresh.
+
+    The lock is FOR NO KEY UPDATE (``key_share``), what PostgreSQL's own UPDATE of a non-key column takes: a worker
+    that stores a row referring to this job (a subagent finishing) is not held up by it, so it cannot deadlock
+    with this transaction waiting for that worker's subagent."""
+    query = select(Job).where(Job.id == job_id, Job.tenant_id == tenant_id).with_for_update(key_share=True)
     job = session.scalars(query.execution_options(populate_existing=True)).one_or_none()
     if job is None:
         raise NotFound(f"no job with id {job_id}")

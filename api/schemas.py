@@ -168,11 +168,11 @@ class LastRequest(Schema):
     created_at: datetime
 
 
-class ChildJob(Schema):
+class ChildJob(BaseModel):
     id: int
     status: str
     error: str | None = Field(description="why it did not finish, if it did not")
-    steps_done: int = Field(validation_alias="step", description="steps the subagent has completed")
+    steps_done: int = Field(description="steps the subagent has completed")
 
 
 class JobSummary(Schema):

@@ -48,11 +48,15 @@ def job_view(session: Session, job: Job) -> JobView:
         updated_at=job.updated_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
-        children=[ChildJob.model_validate(child) for child in children],
+        children=[child_job(child) for child in children],
         warnings=model_warnings(job.model),
         continued_from=job.continued_from_id,
         continued_by=continuation.id if (continuation := continuation_of(session, job.id)) else None,
     )
+
+
+def child_job(child: Job) -> ChildJob:
+    return ChildJob(id=child.id, status=child.status, error=child.error, steps_done=child.step)
 
 
 def model_warnings(model: str) -> list[str]:

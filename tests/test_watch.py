@@ -37,8 +37,8 @@ def test_time_left_follows_the_pace_of_the_documents_read() -> None:
 
 def test_the_panel_shows_every_subagent_and_why_one_did_not_finish() -> None:
     children = [
-        {"id": 8, "status": "succeeded", "error": None, "step": 12},
-        {"id": 9, "status": "needs_new_chat", "error": "prompt is too long", "step": 4},
+        {"id": 8, "status": "succeeded", "error": None, "steps_done": 12},
+        {"id": 9, "status": "needs_new_chat", "error": "prompt is too long", "steps_done": 4},
     ]
     console = Console(record=True, width=120)
     console.print(job_panel(job(children=children)))

@@ -128,7 +128,8 @@ def cancel_job(job_id: Id, tenant: TenantDep, session: SessionDep) -> JobView:
             f"job {job.id} has finished already ({job.status}); only a queued or running job can be cancelled",
         )
     cancelled_at = now()
-    for each in [job, *session.scalars(select(Job).where(Job.parent_id == job.id).with_for_update())]:
+    children = select(Job).where(Job.parent_id == job.id).order_by(Job.id).with_for_update(key_share=True)
+    for each in [job, *session.scalars(children)]:
         if each.status in UNFINISHED:
             each.status = JobStatus.CANCELLED
             each.finished_at = cancelled_at
