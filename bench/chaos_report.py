@@ -5,12 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from bench.chaos_result import ChaosResult
 from bench.report import table
-
-if TYPE_CHECKING:
-    from bench.chaos import ChaosResult
 
 RECOVERY_GOAL_SECONDS = 120.0
 # Sentry event types that are about a too-long request (the SDK reports the exception's class name).

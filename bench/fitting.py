@@ -36,11 +36,11 @@ from bench.strategies import (
     Strategy,
 )
 from bench.strategies.langchain_edit import DEFAULT_TRIGGER, LangChainClearToolUses, to_langchain
+from demo.chapters import CORPUS_FILES, chapters, generated_text, shared_corpus
 from plimsoll import estimate_message, estimate_tokens, fit, get_profile
 from plimsoll.fitting import BATCH, plan_history
 from plimsoll.history import from_messages
 from plimsoll.messages import BLOCK_OVERHEAD, MESSAGE_OVERHEAD, Message
-from worker.chapters import CORPUS_FILES, chapters, generated_text, shared_corpus
 
 T = TypeVar("T")
 

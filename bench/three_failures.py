@@ -28,6 +28,8 @@ from sqlalchemy import select
 from api.client import PlimsollClient
 from bench.report import table
 from bench.stack import api_server, celery_worker, environment, fresh_database
+from demo.chapters import chapters, corpus_text, generated_text
+from demo.run import notes_matching
 from emulator import EmulatorConfig, EmulatorServer
 from emulator.tokenizer import load_encoding
 from models.db import Database
@@ -35,8 +37,6 @@ from models.history import documents_read
 from models.tables import Job, JobStatus, Step
 from models.tenants import create_tenant
 from plimsoll import estimate_tokens
-from worker.chapters import chapters, corpus_text, generated_text
-from worker.demo import notes_matching
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CONFIGURATIONS = ("legacy", "original", "unbatched", "plimsoll")

@@ -25,7 +25,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from bench.stack import POSTGRES_URL, REDIS_URL
-from worker.chapters import chapters
+from demo.chapters import chapters
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTUP_SECONDS = 60.0

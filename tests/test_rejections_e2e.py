@@ -10,13 +10,13 @@ import time
 import pytest
 from sqlalchemy import select
 
+from demo.chapters import chapters
 from emulator import EmulatorServer
 from models.db import Database
 from models.jobs import steps_of
 from models.tables import JobKind, JobStatus, Notice
 from plimsoll.notices import stopped_notice
 from tests.test_worker_e2e import submit, wait_for
-from worker.chapters import chapters
 
 pytestmark = pytest.mark.usefixtures("celery_worker")
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from demo.chapters import chapters
 from emulator import EmulatorServer
 from models.db import Database
 from models.documents import add_document
@@ -23,7 +24,6 @@ from models.tables import Job, JobKind, JobStatus, Notice
 from models.tenants import create_tenant
 from plimsoll import estimate_message
 from plimsoll.notices import TOO_LONG_NOTICE, new_chat_notice
-from worker.chapters import chapters
 from worker.queue import enqueue_step
 
 pytestmark = pytest.mark.usefixtures("celery_worker")

@@ -43,12 +43,12 @@ from plimsoll import (
     plan,
     plan_cached,
 )
-from plimsoll.baselines import legacy_plan
 from plimsoll.fitting import Batching
 from plimsoll.messages import BLOCK_OVERHEAD, MESSAGE_OVERHEAD
 from plimsoll.notices import new_chat_notice, stopped_notice
 from worker.errors import ProviderError, TooLong
 from worker.lease import Heartbeat, deadline, held_by_another, release
+from worker.legacy import legacy_plan
 from worker.model_limits import learn_limits, within_learned_limits
 from worker.outages import in_transaction, surviving_outages
 from worker.prompts import system_prompt
