@@ -29,6 +29,7 @@ from bench.agent_workload import agent_history, describe
 from bench.cache_model import FIVE_MINUTES, ONE_HOUR, AnthropicCache, Pricing, blocks_of, message_key
 from bench.fitting import MAIN, SMALL_RESULTS, Scenario, chapter_texts, subagent_history
 from bench.frontier_policies import PROFILE, Policy, sweep
+from bench.provenance import header, png_metadata
 from bench.report import table
 from plimsoll import DoesNotFit, estimate_message
 from plimsoll.messages import Message
@@ -56,6 +57,7 @@ AGENT_FRACTIONS = (0.5, 0.75, 1.0)  # the agent run has rounds of up to 65,000 t
 WITHIN = 0.02  # goal 1's tolerance
 CURVE_ERROR = 0.005  # reading a curve between two of its points is no more exact than this
 RESULTS = Path(__file__).resolve().parent / "results"
+COMMAND = "python -m bench.cost_frontier"
 DEFAULT_FAMILY = "Plimsoll, batches of four"  # what fit and the worker use today
 ECONOMIC_FAMILY = "Plimsoll, cache-economic"
 PEERS = ("clear one at a time", "keep the newest N", "ClearToolUsesEdit")
@@ -522,7 +524,7 @@ def plot(results: Mapping[str, Sequence[Point]], titles: Mapping[str, str], path
         axis.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=110, metadata=png_metadata(COMMAND))
     plt.close(figure)
 
 
@@ -545,7 +547,7 @@ def report(
 ) -> tuple[str, dict[str, list[Point]], list[Goal]]:
     chosen = workloads(scale, agent_rounds, agent_budget)
     results: dict[str, list[Point]] = {}
-    sections = [f"# Cost frontier\n\n{rhythm_text()}\n"]
+    sections = [f"# Cost frontier\n\n{header(COMMAND)}\n\n{rhythm_text()}\n"]
     for workload in chosen:
         started = time.perf_counter()
         results[workload.key] = run_workload(workload)
