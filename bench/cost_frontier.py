@@ -26,11 +26,12 @@ from statistics import fmean
 from typing import Any
 
 from bench.agent_workload import agent_history, describe
-from bench.cache_model import FIVE_MINUTES, ONE_HOUR, AnthropicCache, Pricing, blocks_of, message_key
+from bench.cache_model import AnthropicCache, blocks_of, message_key
 from bench.fitting import MAIN, SMALL_RESULTS, Scenario, chapter_texts, subagent_history
 from bench.frontier_policies import PROFILE, Policy, sweep
 from bench.provenance import header, png_metadata
 from bench.report import table
+from models.prices import FIVE_MINUTES, ONE_HOUR, CachePrices
 from plimsoll import DoesNotFit, estimate_message
 from plimsoll.messages import Message
 
@@ -44,7 +45,7 @@ class Market:
     """A price list and whether the run pauses."""
 
     name: str
-    pricing: Pricing
+    pricing: CachePrices
     pauses: bool
 
 
@@ -534,8 +535,9 @@ def rhythm_text() -> str:
         f"{PAUSE_SECONDS / 60:.0f} minutes (the 5-minute cache goes cold, the 1-hour one stays). Cache: one model "
         f"of Anthropic's rules (bench/cache_model.py): entries only at breakpoints (the last message, and where "
         f"the policy's stable prefix ends: before the oldest result sent whole for every policy but the "
-        f"cache-economic one, which says where), 20-block lookback, 1,024-token minimum; read 0.1×, write 1.25× "
-        f"(5 min) or 2× (1 h), the rest 1×. Costs in millions of uncached-token equivalents; ÷ uncached divides "
+        f"cache-economic one, which says where), 20-block lookback, 1,024-token minimum; read {FIVE_MINUTES.read:g}×, "
+        f"write {FIVE_MINUTES.write:g}× (5 min) or {ONE_HOUR.write:g}× (1 h), the rest 1×. "
+        f"Costs in millions of uncached-token equivalents; ÷ uncached divides "
         f"by the tokens the same requests would cost without a cache. Reuse when clearing: tokens of the leading "
         f"messages equal to the previous request's ÷ tokens sent, over calls whose stored history exceeds the "
         f"budget."

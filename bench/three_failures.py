@@ -35,13 +35,13 @@ from emulator import EmulatorConfig, EmulatorServer
 from emulator.tokenizer import load_encoding
 from models.db import Database
 from models.history import documents_read
+from models.prices import FIVE_MINUTES
 from models.tables import Job, JobStatus, Step
 from models.tenants import create_tenant
 from plimsoll import estimate_tokens
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CONFIGURATIONS = ("legacy", "original", "unbatched", "plimsoll")
-CACHE_WRITE, CACHE_READ = 1.25, 0.1  # Anthropic's 5-minute cache prices, relative to uncached input
 PUBLISHED = {"chars / 4": 25_023, "by-script rule": 43_423, "measured": 44_600}
 # The real size of a rejected request, from the provider's message ("prompt is too long: 1004321 tokens > ..."
 # or "input length and `max_tokens` exceed context limit: 998765 + 4096 > ...").
@@ -104,7 +104,9 @@ class Configuration:
     def input_cost(self) -> float:
         """Input cost relative to sending every token uncached."""
         total = sum(s.uncached + s.cache_read + s.cache_write for s in self.subagents)
-        paid = sum(s.uncached + CACHE_WRITE * s.cache_write + CACHE_READ * s.cache_read for s in self.subagents)
+        paid = sum(
+            FIVE_MINUTES.cost(uncached=s.uncached, written=s.cache_write, read=s.cache_read) for s in self.subagents
+        )
         return paid / total if total else 0.0
 
     @property
@@ -415,7 +417,8 @@ def _cumulative_cost(configuration: Configuration) -> list[float]:
     total = 0.0
     for subagent in configuration.subagents:
         size = sum(subagent.requests) or 1
-        rate = (subagent.uncached + CACHE_WRITE * subagent.cache_write + CACHE_READ * subagent.cache_read) / size
+        paid = FIVE_MINUTES.cost(uncached=subagent.uncached, written=subagent.cache_write, read=subagent.cache_read)
+        rate = paid / size
         for request in subagent.requests:
             total += request * rate
             points.append(total)
