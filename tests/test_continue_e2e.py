@@ -18,7 +18,7 @@ from models.db import Database
 from models.tenants import create_tenant
 from plimsoll import estimate_tokens
 from plimsoll.notices import new_chat_notice
-from tests.test_worker_e2e import wait_for
+from tests.support_worker import wait_for
 
 pytestmark = pytest.mark.usefixtures("celery_worker")
 
