@@ -63,7 +63,8 @@ test: install-dev services compose  ## the whole test suite against real Postgre
 lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy plimsoll models worker api cli emulator
+	$(BIN)/mypy plimsoll models worker api cli emulator demo bench
+	$(BIN)/lint-imports
 
 bench: install-dev  ## the benchmarks, each printing its tables
 	$(BIN)/python -m bench.estimator

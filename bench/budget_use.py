@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from bench.report import table
-from worker.demo import run_demo
+from demo.run import run_demo
 
 # The two-sided calibrator should let the largest request come within this share of the budget (never over
 # it). The mean use at steady state is also shown; it is lower because clearing in batches leaves dips.

@@ -10,7 +10,8 @@ counts instead of token ids (the benchmark sends hundreds of thousands of tokens
   the prefix it reads counts as read (the emulator refreshes only the entry hit: with it, a breakpoint kept on a
   stable prefix would expire after five minutes even though every request reads through it, and placing one
   where content changes at a different rate, as Anthropic's guide advises, would be useless);
-- price, in uncached input tokens: read 0.1x, write 1.25x (5-minute TTL) or 2x (1-hour TTL), the rest 1x.
+- price, in uncached input tokens: ``models.prices`` (read 0.1x, write 1.25x with the 5-minute TTL or 2x with
+  the 1-hour TTL, the rest 1x).
 
 A message's key is the hash of its role and blocks; an entry's key chains the keys of every message up to it, so
 a request hits exactly where its prefix equals an earlier request's.
@@ -22,21 +23,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from models.prices import CachePrices
+
 MIN_TOKENS = 1_024  # Claude Sonnet and Opus; Haiku caches from 2,048
 LOOKBACK = 20
 MAX_BREAKPOINTS = 4
-READ_PRICE = 0.10
-
-
-@dataclass(frozen=True)
-class Pricing:
-    name: str
-    ttl_seconds: float
-    write_price: float
-
-
-FIVE_MINUTES = Pricing("5-minute TTL", 300.0, 1.25)
-ONE_HOUR = Pricing("1-hour TTL", 3_600.0, 2.0)
 
 
 @dataclass(frozen=True)
@@ -45,8 +36,8 @@ class Usage:
     written: int
     uncached: int
 
-    def cost(self, pricing: Pricing) -> float:
-        return READ_PRICE * self.read + pricing.write_price * self.written + self.uncached
+    def cost(self, pricing: CachePrices) -> float:
+        return pricing.cost(uncached=self.uncached, written=self.written, read=self.read)
 
 
 def _block_key(block: Mapping[str, Any]) -> int:
@@ -73,7 +64,7 @@ def blocks_of(message: Mapping[str, Any]) -> int:
 
 
 class AnthropicCache:
-    def __init__(self, pricing: Pricing) -> None:
+    def __init__(self, pricing: CachePrices) -> None:
         self.pricing = pricing
         self._entries: dict[int, float] = {}  # chained prefix key -> expiry
 

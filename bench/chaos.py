@@ -17,28 +17,28 @@ import contextlib
 import os
 import random
 import signal
-import subprocess
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from bench.chaos_checks import Checks, Submitted, check_jobs, unfinished_jobs
+from bench.chaos_checks import Submitted, check_jobs, unfinished_jobs
 from bench.chaos_cluster import Cluster
 from bench.chaos_report import render, results_markdown
+from bench.chaos_result import CODE_DIR, ChaosConfig, ChaosResult, FaultRecord
 from bench.chaos_services import Emulator, Postgres, Processes, Redis, SentrySink
+from bench.provenance import provenance
+from demo.chapters import chapters
 from models.db import Database
 from models.documents import add_document
 from models.jobs import create_job
 from models.migrate import upgrade
 from models.tenants import create_tenant
-from worker.chapters import chapters
 
-CODE_DIR = Path(__file__).resolve().parent.parent
 RESULTS = CODE_DIR / "bench" / "results" / "chaos.md"
 RABBITMQ_URL = os.environ.get("PLIMSOLL_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//")
 INSTRUCTION = "Check each chapter against the notes and report one fact of each."
@@ -66,60 +66,11 @@ def _check_stop() -> None:
 
 
 @dataclass(frozen=True)
-class ChaosConfig:
-    broker: str = "redis"
-    jobs: int = 40
-    workers: int = 2
-    seconds: float = 90.0  # the fault window
-    settle_seconds: float = 240.0  # how long to wait after the last fault before calling the rest stuck
-    seed: int = 1
-    too_long_jobs: int = 2
-    fault_rate: float = 0.2
-    latency: float = 0.25
-    lease_seconds: int = 30
-    reconcile_every_seconds: int = 10
-    code_dir: Path = CODE_DIR
-    keep_logs: bool = False  # leave the processes' logs in the run's folder (its path is printed)
-
-
-@dataclass(frozen=True)
 class Fault:
     at: float  # seconds after the start of the fault window
     kind: str
     pause: float = 0.0  # how long the killed thing stays down
     slot: int = 0
-
-
-@dataclass
-class FaultRecord:
-    kind: str
-    started: float  # seconds after the start of the fault window
-    ended: float
-    detail: str
-
-
-@dataclass
-class ChaosResult:
-    config: ChaosConfig
-    queue: str
-    code: str
-    submitted: list[Submitted] = field(default_factory=list)
-    submit_failures: int = 0
-    worker_exits: int = 0  # worker main processes that exited on their own, restarted by the supervisor
-    faults: list[FaultRecord] = field(default_factory=list)
-    last_fault: float = 0.0  # seconds after the start of the fault window
-    all_ended_at: float | None = None  # idem; None: some job never ended
-    wall_seconds: float = 0.0
-    checks: Checks = field(default_factory=Checks)
-    sentry: dict[str, int] = field(default_factory=dict)
-    emulator_requests: int = 0
-    emulator_rejections: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def recovery_seconds(self) -> float | None:
-        if self.all_ended_at is None:
-            return None
-        return max(0.0, self.all_ended_at - self.last_fault)
 
 
 def plan_faults(config: ChaosConfig, rng: random.Random) -> list[Fault]:
@@ -191,7 +142,7 @@ def run_chaos(config: ChaosConfig, log: bool = True) -> ChaosResult:
         if config.broker == "rabbitmq":
             stack.callback(_delete_rabbitmq_queue, cluster.queue)
         cluster.wait_ready(90)
-        result = ChaosResult(config=config, queue=cluster.queue, code=_code_version(config.code_dir))
+        result = ChaosResult(config=config, queue=cluster.queue, code=provenance(config.code_dir).short)
         say(f"services up in {time.monotonic() - started:.0f} s; queue {cluster.queue}; logs in {processes.root}")
 
         window_start = time.monotonic()
@@ -352,15 +303,6 @@ def _wait_until_all_ended(database: Database, deadline: float, ids: list[int] | 
                 return time.monotonic()
         time.sleep(1.0)
     return None
-
-
-def _code_version(code_dir: Path) -> str:
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(code_dir), *args], capture_output=True, text=True, check=False)
-        return done.stdout.strip()
-
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    return commit + (" + uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def _delete_rabbitmq_queue(name: str) -> None:

@@ -12,9 +12,9 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from demo.run import notes_matching
 from models.db import Database
 from models.tables import Job, Message, Notice, Step
-from worker.demo import notes_matching
 
 UNFINISHED = ("queued", "running")
 

@@ -26,10 +26,12 @@ from statistics import fmean
 from typing import Any
 
 from bench.agent_workload import agent_history, describe
-from bench.cache_model import FIVE_MINUTES, ONE_HOUR, AnthropicCache, Pricing, blocks_of, message_key
+from bench.cache_model import AnthropicCache, blocks_of, message_key
 from bench.fitting import MAIN, SMALL_RESULTS, Scenario, chapter_texts, subagent_history
 from bench.frontier_policies import PROFILE, Policy, sweep
+from bench.provenance import header, png_metadata
 from bench.report import table
+from models.prices import FIVE_MINUTES, ONE_HOUR, CachePrices
 from plimsoll import DoesNotFit, estimate_message
 from plimsoll.messages import Message
 
@@ -43,7 +45,7 @@ class Market:
     """A price list and whether the run pauses."""
 
     name: str
-    pricing: Pricing
+    pricing: CachePrices
     pauses: bool
 
 
@@ -56,6 +58,7 @@ AGENT_FRACTIONS = (0.5, 0.75, 1.0)  # the agent run has rounds of up to 65,000 t
 WITHIN = 0.02  # goal 1's tolerance
 CURVE_ERROR = 0.005  # reading a curve between two of its points is no more exact than this
 RESULTS = Path(__file__).resolve().parent / "results"
+COMMAND = "python -m bench.cost_frontier"
 DEFAULT_FAMILY = "Plimsoll, batches of four"  # what fit and the worker use today
 ECONOMIC_FAMILY = "Plimsoll, cache-economic"
 PEERS = ("clear one at a time", "keep the newest N", "ClearToolUsesEdit")
@@ -522,7 +525,7 @@ def plot(results: Mapping[str, Sequence[Point]], titles: Mapping[str, str], path
         axis.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=110, metadata=png_metadata(COMMAND))
     plt.close(figure)
 
 
@@ -532,8 +535,9 @@ def rhythm_text() -> str:
         f"{PAUSE_SECONDS / 60:.0f} minutes (the 5-minute cache goes cold, the 1-hour one stays). Cache: one model "
         f"of Anthropic's rules (bench/cache_model.py): entries only at breakpoints (the last message, and where "
         f"the policy's stable prefix ends: before the oldest result sent whole for every policy but the "
-        f"cache-economic one, which says where), 20-block lookback, 1,024-token minimum; read 0.1×, write 1.25× "
-        f"(5 min) or 2× (1 h), the rest 1×. Costs in millions of uncached-token equivalents; ÷ uncached divides "
+        f"cache-economic one, which says where), 20-block lookback, 1,024-token minimum; read {FIVE_MINUTES.read:g}×, "
+        f"write {FIVE_MINUTES.write:g}× (5 min) or {ONE_HOUR.write:g}× (1 h), the rest 1×. "
+        f"Costs in millions of uncached-token equivalents; ÷ uncached divides "
         f"by the tokens the same requests would cost without a cache. Reuse when clearing: tokens of the leading "
         f"messages equal to the previous request's ÷ tokens sent, over calls whose stored history exceeds the "
         f"budget."
@@ -545,7 +549,7 @@ def report(
 ) -> tuple[str, dict[str, list[Point]], list[Goal]]:
     chosen = workloads(scale, agent_rounds, agent_budget)
     results: dict[str, list[Point]] = {}
-    sections = [f"# Cost frontier\n\n{rhythm_text()}\n"]
+    sections = [f"# Cost frontier\n\n{header(COMMAND)}\n\n{rhythm_text()}\n"]
     for workload in chosen:
         started = time.perf_counter()
         results[workload.key] = run_workload(workload)

@@ -26,9 +26,9 @@ from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counte
 from bench.report import table
 from bench.samples import unseen_samples
 from bench.tool_output import conversations, tool_outputs
+from demo.chapters import chapters
 from emulator.tokenizer import load_encoding
 from plimsoll import PROFILES, estimate_tokens
-from worker.chapters import chapters
 
 GOAL = (1.00, 1.15)  # on the corpus
 UNSEEN_GOAL = (1.00, float("inf"))  # elsewhere: never below the real count

@@ -36,17 +36,16 @@ from bench.strategies import (
     Strategy,
 )
 from bench.strategies.langchain_edit import DEFAULT_TRIGGER, LangChainClearToolUses, to_langchain
+from demo.chapters import CORPUS_FILES, chapters, generated_text, shared_corpus
+from models.prices import FIVE_MINUTES
 from plimsoll import estimate_message, estimate_tokens, fit, get_profile
 from plimsoll.fitting import BATCH, plan_history
 from plimsoll.history import from_messages
 from plimsoll.messages import BLOCK_OVERHEAD, MESSAGE_OVERHEAD, Message
-from worker.chapters import CORPUS_FILES, chapters, generated_text, shared_corpus
 
 T = TypeVar("T")
 
 FULL_BUDGET = 400_000
-CACHE_WRITE = 1.25  # Anthropic's 5-minute cache: writing costs 1.25x an uncached input token,
-CACHE_READ = 0.10  # reading 0.1x
 REUSE_FACTOR_GOAL = 3.0  # Plimsoll's prefix reuse must be at least this many times clear-one-at-a-time's
 FIT_GOAL_MS = 10.0  # the design's figure for fit with estimates over 10,000 messages
 REAL_COUNTERS = ("cl100k", "claude-legacy")
@@ -343,7 +342,7 @@ class Summary:
 def cached_cost(run: Sequence[Sent]) -> float:
     """The first request is all written to the cache; each next one reads the prefix it shares with the one
     before and writes the rest."""
-    return sum(CACHE_READ * s.reused + CACHE_WRITE * (s.tokens - s.reused) for s in run)
+    return sum(FIVE_MINUTES.cost(uncached=0, written=s.tokens - s.reused, read=s.reused) for s in run)
 
 
 def fewest_between(calls: Sequence[int]) -> int | None:
@@ -528,8 +527,9 @@ def print_run(scenario: Scenario, *, goals: bool) -> None:
         f"{scenario.budget:,}; no system prompt. Requests counted by the claude profile; real counts (every "
         f"request, each distinct text counted once, message framing as the profile counts it) where the tokenizer "
         f"is available. Prefix reuse: tokens of the leading messages equal to the previous request's ÷ tokens "
-        f"sent, over the run. Cost: cache write {CACHE_WRITE}×, read {CACHE_READ}×, the cache holding the "
-        f"previous request (first: all written); ÷ uncached compares with the same requests sent without a cache. "
+        f"sent, over the run. Cost: cache write {FIVE_MINUTES.write:g}×, read {FIVE_MINUTES.read:g}×, the cache "
+        f"holding the previous request (first: all written); ÷ uncached compares with the same requests sent "
+        f"without a cache. "
         f"The legacy requests over the budget would be rejected, so its cost is hypothetical.\n"
     )
     summaries = run_strategies(scenario, subagent_history(texts))

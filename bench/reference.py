@@ -11,8 +11,8 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
+from demo.chapters import shared_corpus
 from emulator.tokenizer import load_encoding
-from worker.chapters import shared_corpus
 
 Counter = Callable[[str], int]
 REFERENCE_OF_PROFILE = {"claude": "claude-legacy", "cl100k": "cl100k", "o200k": "o200k"}

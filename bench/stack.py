@@ -46,7 +46,7 @@ def clear_cached_settings() -> None:
 
     settings.get_settings.cache_clear()
     db.get_database.cache_clear()
-    tasks._services.cache_clear()
+    tasks.forget_services()
 
 
 @contextmanager

@@ -14,6 +14,7 @@ from typing import Any
 
 from bench.report import table
 from bench.stack import fresh_database
+from demo.chapters import chapters
 from emulator import EmulatorConfig, EmulatorServer
 from models.db import Database
 from models.documents import add_document
@@ -22,7 +23,6 @@ from models.jobs import create_job, steps_of
 from models.settings import Settings
 from models.tables import Job, JobKind
 from models.tenants import create_tenant
-from worker.chapters import chapters
 from worker.providers import AnthropicProvider
 from worker.runner import Services, run_step
 

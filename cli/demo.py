@@ -12,8 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from cli.common import Json, print_json
-from worker.demo import DemoReport, run_demo
-from worker.demo import Progress as DemoProgress
+from demo.run import DemoReport, run_demo
+from demo.run import Progress as DemoProgress
 
 app = typer.Typer()
 

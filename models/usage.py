@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from models.prices import FIVE_MINUTES
 from models.tables import Job
-
-CACHE_WRITE_PRICE, CACHE_READ_PRICE = 1.25, 0.1  # relative to an uncached input token (5-minute cache)
 
 
 def cost_vs_uncached(job: Job) -> float:
     """Paid input ÷ uncached input; call it once the job has input tokens."""
-    paid = job.input_tokens + CACHE_WRITE_PRICE * job.cache_write_tokens + CACHE_READ_PRICE * job.cache_read_tokens
+    paid = FIVE_MINUTES.cost(uncached=job.input_tokens, written=job.cache_write_tokens, read=job.cache_read_tokens)
     return paid / job.total_input_tokens

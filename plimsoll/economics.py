@@ -47,6 +47,7 @@ from plimsoll.fitting import (
     history_to_fit,
     note_costs,
     plan_history,
+    protected_from,
 )
 from plimsoll.history import History, from_outlines
 from plimsoll.messages import Message, Outline
@@ -96,21 +97,6 @@ class CachePlan:
     cold: bool  # planned as if nothing were cached (the caller pays the whole prefix anyway)
 
 
-def _protected_from(results: Sequence[tuple[int, int, str]], allowance: int) -> int:
-    """Index of the oldest result that stays whole: the newest round, then older ones within ``allowance``."""
-    if not results:
-        return 0
-    start = len(results) - 1
-    used = results[start][1]
-    while start > 0 and results[start - 1][0] == results[-1][0]:
-        start -= 1
-        used += results[start][1]
-    while start > 0 and used + results[start - 1][1] <= allowance:
-        start -= 1
-        used += results[start][1]
-    return start
-
-
 def _growth(tokens: Sequence[int]) -> int:
     """Tokens a call adds, going by the newest rounds (an assistant message and the user message answering it)."""
     rounds = min(RECENT_ROUNDS, (len(tokens) - 1) // 2)
@@ -149,7 +135,7 @@ def plan_economic(
     note = note_costs(profile).cleared_result
     results = history.results
     smallest = ELIGIBLE_FACTOR * note
-    eligible = [r for r in results[: _protected_from(results, budget // KEEP_SHARE)] if r[1] >= smallest]
+    eligible = [r for r in results[: protected_from(results, budget // KEEP_SHARE)] if r[1] >= smallest]
     pinned: list[tuple[int, int, str]] = []
     room = int(economy.pin * budget) if cache.caches else 0
     for result in eligible:

@@ -94,7 +94,7 @@ def _note_message() -> dict[str, Any]:
     return {"role": "assistant", "content": [{"type": "text", "text": TRUNCATION_NOTE}]}
 
 
-def _protected_from(results: Sequence[tuple[int, int, str]], allowance: int) -> int:
+def protected_from(results: Sequence[tuple[int, int, str]], allowance: int) -> int:
     """Index into ``results`` of the oldest result that stays whole: every result of the newest round (the model
     has not seen them yet; parallel calls make several), then older ones while they fit in ``allowance``."""
     if not results:
@@ -173,7 +173,7 @@ def _attempt(
     note = note_costs(profile)
     results = history.results
     smallest = ELIGIBLE_FACTOR * note.cleared_result
-    eligible = [r for r in results[: _protected_from(results, allowance)] if r[1] >= smallest]
+    eligible = [r for r in results[: protected_from(results, allowance)] if r[1] >= smallest]
     savings = [size - note.cleared_result for _, size, _ in eligible]
     saved = list(accumulate(savings, initial=0))
 

@@ -1,13 +1,9 @@
-"""The HTTP API against the real PostgreSQL: documents, jobs, their history and steps, cancelling.
-
-The helpers at the top (``serve_api``, ``Api``, ``Caller``) are shared with the other ``test_api_*`` modules."""
+"""The HTTP API against the real PostgreSQL: documents, jobs, their history and steps, cancelling (the helpers
+shared with the other ``test_api_*`` modules are in ``tests/support_api.py``)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -16,73 +12,16 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from api.app import create_app
-from api.deps import Enqueue
 from models.db import Database
 from models.history import append_messages
 from models.jobs import create_job
 from models.settings import get_settings
-from models.tables import Document, Job, JobKind, JobStatus, Message, Step, now
-from models.tenants import create_tenant
+from models.tables import Job, JobKind, JobStatus, Message, now
 from plimsoll import estimate_tokens
+from tests.support_api import Api, read, result, serve_api, step_row, stored_documents
 from worker.lease import reconcile
 
-# Shared helpers
-
-Response = Any  # the TestClient's: httpx's or httpx2's, by the Starlette installed
-
-
-@dataclass
-class Caller:
-    """One tenant talking to the API with its key."""
-
-    client: TestClient
-    tenant_id: int
-    key: str
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"X-API-Key": self.key}
-
-    def get(self, path: str, *, headers: dict[str, str] | None = None, **request: Any) -> Response:
-        return self.client.get(path, headers=self.headers | (headers or {}), **request)
-
-    def post(self, path: str, *, headers: dict[str, str] | None = None, **request: Any) -> Response:
-        return self.client.post(path, headers=self.headers | (headers or {}), **request)
-
-    def document(self, name: str, content: str) -> int:
-        response = self.post("/v1/documents", json={"name": name, "content": content})
-        assert response.status_code == 201, response.text
-        return int(response.json()["documents"][0]["id"])
-
-    def job(self, document_ids: list[int], instruction: str = "Summarise the documents.", **fields: Any) -> Any:
-        response = self.post("/v1/jobs", json={"instruction": instruction, "document_ids": document_ids, **fields})
-        assert response.status_code == 201, response.text
-        return response.json()
-
-
-@dataclass
-class Api:
-    client: TestClient
-    database: Database
-    enqueued: list[int] = field(default_factory=list)
-
-    def tenant(self) -> Caller:
-        tenant_id, key = new_tenant(self.database)
-        return Caller(self.client, tenant_id, key)
-
-
-def new_tenant(database: Database) -> tuple[int, str]:
-    with database.session() as session:
-        tenant, key = create_tenant(session, name=f"tenant-{uuid.uuid4().hex[:10]}")
-    return tenant.id, key
-
-
-@contextmanager
-def serve_api(database: Database, enqueue: Enqueue | None = None) -> Iterator[Api]:
-    enqueued: list[int] = []
-    app = create_app(database=database, enqueue=enqueue or enqueued.append)
-    with TestClient(app) as client:
-        yield Api(client, database, enqueued)
+# Fixtures
 
 
 @pytest.fixture
@@ -98,11 +37,6 @@ def small_documents(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     get_settings.cache_clear()
     yield get_settings().max_document_chars
     get_settings.cache_clear()  # the next call reads the environment again, without the limit
-
-
-def stored_documents(database: Database, tenant_id: int) -> list[Document]:
-    with database.session() as session:
-        return list(session.scalars(select(Document).where(Document.tenant_id == tenant_id)))
 
 
 # Documents
@@ -501,31 +435,6 @@ def test_health_answers_503_when_the_database_does_not() -> None:
 
 
 # Rows written the way the worker writes them
-
-
-def read(tool_use_id: str, name: str) -> dict[str, Any]:
-    call = {"type": "tool_use", "id": tool_use_id, "name": "read_document", "input": {"name": name}}
-    return {"role": "assistant", "content": [{"type": "text", "text": f"Reading {name}."}, call]}
-
-
-def result(tool_use_id: str) -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_use_id, "content": "Text."}]}
-
-
-def step_row(job_id: int, step: int, *, stage: str, cleared: list[str] | None = None) -> Step:
-    return Step(
-        job_id=job_id,
-        step=step,
-        stage=stage,
-        planning_budget=38_000,
-        calibration_factor=1.05,
-        estimated_tokens=900,
-        reported_input_tokens=950,
-        messages_sent=7,
-        cleared=["t0", "t1"] if cleared is None else cleared,
-        dropped=1,
-        stop_reason="tool_use",
-    )
 
 
 def messages_of(job_id: int) -> Any:

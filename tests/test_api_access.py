@@ -12,7 +12,7 @@ from models.db import Database
 from models.history import append_messages
 from models.tables import ApiKey, Job, Notice, Step
 from models.tenants import hash_key
-from tests.test_api import Api, Caller, read, result, serve_api, step_row
+from tests.support_api import Api, Caller, read, result, serve_api, step_row
 
 MISSING_KEY = "no API key: send it in the X-API-Key header or as 'Authorization: Bearer <key>'"
 

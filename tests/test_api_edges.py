@@ -20,7 +20,7 @@ from api.schemas import MAX_ID
 from api.uploads import FRAMING_BYTES, MAX_BYTES_PER_CHAR, body_limit
 from bench.stack import api_server
 from models.db import Database
-from tests.test_api import Api, new_tenant, serve_api
+from tests.support_api import Api, new_tenant, serve_api
 
 HUGE = 99999999999999999999  # more than any bigint
 

@@ -24,7 +24,7 @@ from models.documents import add_document
 from models.history import append_messages
 from models.jobs import create_job
 from models.tables import JobKind, JobStatus, Notice
-from tests.test_api import new_tenant, read, result, step_row
+from tests.support_api import new_tenant, read, result, step_row
 
 EXAMPLES = int(os.environ.get("PLIMSOLL_FUZZ_EXAMPLES", "25"))
 answers: Counter[int] = Counter()  # status code -> requests, reported at the end of the module

@@ -19,7 +19,7 @@ from models.jobs import create_job
 from models.migrate import alembic_config
 from models.settings import get_settings
 from models.tables import Document, Job, JobDocument, JobStatus
-from tests.test_api import Api, serve_api, stored_documents
+from tests.support_api import Api, serve_api, stored_documents
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from demo.run import run_demo
 from models.tables import Step
-from worker.demo import run_demo
 from worker.providers.cache_breakpoints import with_cache_breakpoints
 from worker.runner import cache_view
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos import ChaosConfig, run_chaos
+from bench.chaos import run_chaos
 from bench.chaos_report import RECOVERY_GOAL_SECONDS, goals, render
+from bench.chaos_result import ChaosConfig
 from bench.chaos_services import PG_BIN_DIRS
 
 # Small enough for < 4 minutes a broker on two cores, large enough that every kind of fault meets running jobs.

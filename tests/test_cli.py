@@ -9,68 +9,30 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from sqlalchemy import select
 from typer.testing import CliRunner, Result
 
-from api.app import create_app
 from api.client import PlimsollClient
 from cli.main import app as cli
 from models.db import Database
 from models.tables import ApiKey, Document, Job, JobStatus, Notice, Tenant
 from models.tenants import hash_key
-from tests.test_api import new_tenant, step_row
+from tests.support import wait_until
+from tests.support_api import new_tenant, step_row
+from tests.support_cli import Served, finish_later, serving, set_job, tenant_of
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@dataclass
-class Served:
-    url: str
-    database: Database
-    enqueued: list[int] = field(default_factory=list)
-    on_enqueue: Callable[[int], None] | None = None  # plays the worker where a test needs one
-
-    def enqueue(self, job_id: int) -> None:
-        self.enqueued.append(job_id)
-        if self.on_enqueue is not None:
-            self.on_enqueue(job_id)
 
 
 @pytest.fixture(scope="module")
 def served(database: Database) -> Iterator[Served]:
     with serving(database) as state:
         yield state
-
-
-@contextmanager
-def serving(database: Database) -> Iterator[Served]:
-    """The real app under uvicorn on a free port, steps put on a list (``on_enqueue`` plays the worker)."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
-    state = Served(f"http://127.0.0.1:{port}", database)
-    app = create_app(database=database, enqueue=state.enqueue)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    try:
-        yield state
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        listener.close()
 
 
 @pytest.fixture
@@ -88,18 +50,6 @@ def key(database: Database) -> str:
 def run(served: Served, key: str, *args: str | Path) -> Result:
     options = ["--api-url", served.url, "--api-key", key]
     return CliRunner().invoke(cli, [*map(str, args), *options])
-
-
-def tenant_of(database: Database, key: str) -> int:
-    with database.session() as session:
-        return session.scalars(select(ApiKey.tenant_id).where(ApiKey.key_hash == hash_key(key))).one()
-
-
-def set_job(database: Database, job_id: int, **values: object) -> None:
-    with database.session() as session:
-        job = session.get_one(Job, job_id)
-        for name, value in values.items():
-            setattr(job, name, value)
 
 
 def create_job_over(served: Served, key: str, tmp_path: Path) -> int:
@@ -205,14 +155,14 @@ def test_submit_wait_follows_the_job_to_its_answer(served_fresh: Served, key: st
 def test_watch_shows_progress_and_ends_with_the_final_answer(served_fresh: Served, key: str, tmp_path: Path) -> None:
     job_id = create_job_over(served_fresh, key, tmp_path)
 
-    def work() -> None:
-        time.sleep(0.2)
+    def work() -> None:  # the job's pace, which watch must follow live, is the scenario under test
+        time.sleep(0.2)  # queued for a moment
         with served_fresh.database.session() as session:
             session.add(step_row(job_id, 1, stage="clear"))
         set_job(
             served_fresh.database, job_id, status=JobStatus.RUNNING, step=1, input_tokens=100, cache_read_tokens=300
         )
-        time.sleep(0.3)
+        time.sleep(0.3)  # running for a moment
         set_job(served_fresh.database, job_id, status=JobStatus.SUCCEEDED, final_answer="Line one.\nLine two.")
 
     worker = threading.Thread(target=work)
@@ -337,24 +287,8 @@ def test_the_api_command_serves_the_app(database_url: str) -> None:
 
 
 def wait_for(url: str, server: subprocess.Popen[bytes]) -> httpx.Response:
-    deadline = time.monotonic() + 20
-    while True:
+    def answer() -> httpx.Response:
         assert server.poll() is None, server.stderr.read().decode() if server.stderr else "the server stopped"
-        try:
-            return httpx.get(url, timeout=2)
-        except httpx.TransportError:
-            assert time.monotonic() < deadline, "the API did not start"
-            time.sleep(0.05)
+        return httpx.get(url, timeout=2)
 
-
-def finish_later(database: Database, *, status: JobStatus, answer: str) -> Callable[[int], None]:
-    """Plays the worker: a moment after the job is queued, it finishes with ``answer``."""
-
-    def finish(job_id: int) -> None:
-        def work() -> None:
-            time.sleep(0.2)
-            set_job(database, job_id, status=status, final_answer=answer, step=1)
-
-        threading.Thread(target=work, daemon=True).start()
-
-    return finish
+    return wait_until(answer, 20, "the API answered", ignoring=(httpx.TransportError,))

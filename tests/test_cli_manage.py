@@ -26,8 +26,8 @@ from models.history import append_messages
 from models.jobs import create_job
 from models.settings import get_settings
 from models.tables import Document, Job, JobKind, JobStatus, Notice
-from tests.test_api import new_tenant, read, result, step_row
-from tests.test_cli import Served, finish_later, serving, set_job, tenant_of
+from tests.support_api import new_tenant, read, result, step_row
+from tests.support_cli import Served, finish_later, serving, set_job, tenant_of
 
 ROOT = Path(__file__).resolve().parent.parent
 

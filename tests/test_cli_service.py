@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from sqlalchemy import text
 from bench.stack import POSTGRES_URL, fresh_database
 from models.db import make_engine
 from models.migrate import alembic_config
+from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 REDIS_DB = 11  # a Redis database of its own, and a queue of its own: no other test's worker takes these tasks
@@ -69,12 +69,13 @@ def wait_for_lines(process: subprocess.Popen[str], *wanted: str, seconds: float 
     assert process.stdout is not None
     reader = threading.Thread(target=lambda: seen.extend(process.stdout or []), daemon=True)
     reader.start()
-    deadline = time.monotonic() + seconds
+
+    def printed() -> bool:
+        assert process.poll() is None, "".join(seen)
+        return all(w in "".join(seen) for w in wanted)
+
     try:
-        while not all(w in "".join(seen) for w in wanted):
-            assert process.poll() is None, "".join(seen)
-            assert time.monotonic() < deadline, f"never printed {wanted}:\n{''.join(seen)}"
-            time.sleep(0.1)
+        wait_until(printed, seconds, f"printed {wanted}")
     finally:
         process.send_signal(signal.SIGINT)
         try:

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner, Result
+from worker.chapters import chapters
 
 from api.client import PlimsollClient
 from bench.stack import api_server
 from cli.main import app as cli
 from models.db import Database
 from models.tenants import create_tenant
-from worker.chapters import chapters
 
 pytestmark = pytest.mark.usefixtures("celery_worker", "emulator_reset")
 

@@ -12,13 +12,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from demo.chapters import chapters
 from emulator import EmulatorServer
 from models.db import Database
 from models.tenants import create_tenant
 from plimsoll import estimate_tokens
 from plimsoll.notices import new_chat_notice
-from tests.test_worker_e2e import wait_for
-from worker.chapters import chapters
+from tests.support_worker import wait_for
 
 pytestmark = pytest.mark.usefixtures("celery_worker")
 

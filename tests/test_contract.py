@@ -17,6 +17,7 @@ import httpx
 import jsonschema_rs
 import pytest
 from pydantic import BaseModel
+from worker.chapters import chapters
 
 from api.client import PlimsollClient
 from api.schemas import ContinueIn, JobIn, JobView
@@ -24,8 +25,7 @@ from bench.stack import api_server
 from emulator import EmulatorServer
 from models.db import Database
 from models.tenants import create_tenant
-from tests.test_worker_e2e import wait_for
-from worker.chapters import chapters
+from tests.support_worker import wait_for
 
 pytestmark = pytest.mark.usefixtures("celery_worker")
 

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("langchain")
 pytest.importorskip("matplotlib")
 
-from bench.cache_model import LOOKBACK, MIN_TOKENS, ONE_HOUR, AnthropicCache
+from bench.cache_model import LOOKBACK, MIN_TOKENS, AnthropicCache
 from bench.cost_frontier import (  # after the skips: langchain and matplotlib are bench extras
     DEFAULT_FAMILY,
     ECONOMIC_FAMILY,
@@ -32,6 +32,7 @@ from bench.cost_frontier import (  # after the skips: langchain and matplotlib a
 from bench.frontier_policies import sweep
 from emulator.counting import Unit
 from emulator.prompt_cache import AnthropicPromptCache
+from models.prices import ONE_HOUR
 
 PLIMSOLL = ("Plimsoll", "cache-economic")
 

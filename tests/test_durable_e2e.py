@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from demo.chapters import chapters
 from emulator import EmulatorServer
 from models.db import Database
 from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus, Notice, now
-from tests.test_worker_e2e import events_after_the_commit, submit, wait_for
-from worker.chapters import chapters
+from tests.support_worker import events_after_the_commit, submit, wait_for
 
 pytestmark = pytest.mark.usefixtures("celery_worker")
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
+from typing import Any
 
 from fastapi.testclient import TestClient
 
@@ -13,6 +13,7 @@ from emulator import EmulatorServer
 from models.db import get_database
 from models.migrate import upgrade
 from models.tenants import create_tenant
+from tests.support import wait_until
 from worker.queue import stop_local_worker
 
 
@@ -40,12 +41,12 @@ def test_with_the_in_process_queue_the_api_alone_runs_jobs_to_the_end(
                     json={"instruction": "Read it.", "document_ids": [document.json()["documents"][0]["id"]]},
                     headers=headers,
                 ).json()
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline:
+
+                def ended() -> Any:
                     view = client.get(f"/v1/jobs/{job['id']}", headers=headers).json()
-                    if view["status"] not in ("queued", "running"):
-                        break
-                    time.sleep(0.1)
+                    return view if view["status"] not in ("queued", "running") else None
+
+                view = wait_until(ended, 30, f"job {job['id']} ended")
         finally:
             stop_local_worker()
             get_database().dispose()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import anthropic
@@ -86,7 +85,7 @@ def test_the_ttl_is_configurable(emulator_reset: EmulatorServer, client: anthrop
     emulator_reset.configure(cache_ttl_seconds=0.2)
     send(client, system=cached_system())
     assert send(client, system=cached_system()).cache_read_input_tokens == SYSTEM_UNIT
-    time.sleep(0.3)
+    emulator_reset.advance_clock(0.3)
     assert send(client, system=cached_system()).cache_read_input_tokens == 0
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from emulator import EmulatorServer
+from tests.support import wait_until
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 
@@ -29,15 +30,12 @@ def test_the_command_line_serves_with_its_settings() -> None:
     server = subprocess.Popen(command, cwd=REPOSITORY, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                config = httpx.get(f"{base}/v1/emulator/config").json()
-                break
-            except httpx.TransportError:
-                assert server.poll() is None, server.stderr.read() if server.stderr else ""
-                assert time.monotonic() < deadline, "the emulator did not start"
-                time.sleep(0.05)
+
+        def answers() -> Any:
+            assert server.poll() is None, server.stderr.read() if server.stderr else ""
+            return httpx.get(f"{base}/v1/emulator/config").json()
+
+        config = wait_until(answers, 20, "the emulator answered", ignoring=(httpx.TransportError,))
         assert (config["limit"], config["tokenizer"], config["faults"]["script"]) == (500, "o200k", ["429"])
         hello = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
         answer = httpx.post(f"{base}/v1/messages", json=hello, headers={"anthropic-version": "2023-06-01"})

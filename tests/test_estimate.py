@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
 from bench.samples import unseen_samples
+from demo.chapters import chapters
 from plimsoll import PROFILES, estimate_message, estimate_tokens
 from plimsoll.estimate import TABLE_CLASSES, Profile, byte_sum
-from worker.chapters import chapters
 
 FITTED = ("claude", "cl100k", "o200k")
 

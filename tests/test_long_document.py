@@ -8,12 +8,12 @@ from typing import Any
 
 from sqlalchemy import select
 
+from demo.chapters import chapters
+from demo.run import notes_matching, run_demo
 from models.db import Database
 from models.history import all_messages
 from models.jobs import steps_of
 from models.tables import Job, JobStatus
-from worker.chapters import chapters
-from worker.demo import notes_matching, run_demo
 from worker.tools import PAGE_SHARE, page_length
 
 

@@ -25,7 +25,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from bench.stack import POSTGRES_URL, REDIS_URL
-from worker.chapters import chapters
+from demo.chapters import chapters
+from tests.support import wait_until as poll_until
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTUP_SECONDS = 60.0
@@ -100,16 +101,10 @@ def alive(pid: int) -> bool:
 
 
 def wait_until(what: str, check: Callable[[], Any], seconds: float, log: Path) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-        except httpx.HTTPError:
-            value = None
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"{what}: not within {seconds} s; make up said:\n{log.read_text()[-4000:]}")
+    try:
+        return poll_until(check, seconds, what, ignoring=(httpx.HTTPError,), every=0.3)
+    except AssertionError as error:
+        raise AssertionError(f"{error}; make up said:\n{log.read_text()[-4000:]}") from None
 
 
 @pytest.fixture

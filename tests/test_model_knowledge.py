@@ -26,8 +26,8 @@ from models.tables import Job, JobKind, JobStatus, ModelFacts, Notice
 from models.tenants import create_tenant
 from plimsoll.notices import new_chat_notice
 from tests.fixtures_emulator import TEST_API_KEY
-from tests.test_api import Api, serve_api
-from tests.test_worker_steps import new_job, run_to_end, services
+from tests.support_api import Api, serve_api
+from tests.support_worker import new_job, run_to_end, services
 from worker.errors import TooLong
 from worker.providers import AnthropicProvider
 from worker.providers.base import Reply

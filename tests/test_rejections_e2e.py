@@ -5,18 +5,17 @@ A budget too small for the first message gets its own notice."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from sqlalchemy import select
 
+from demo.chapters import chapters
 from emulator import EmulatorServer
 from models.db import Database
 from models.jobs import steps_of
 from models.tables import JobKind, JobStatus, Notice
 from plimsoll.notices import stopped_notice
-from tests.test_worker_e2e import submit, wait_for
-from worker.chapters import chapters
+from tests.support import wait_until
+from tests.support_worker import submit, wait_for
 
 pytestmark = pytest.mark.usefixtures("celery_worker")
 
@@ -25,13 +24,12 @@ OUTPUT = 16_000  # the emulator model's output limit: the window must hold it be
 
 
 def stage_one_reached(database: Database, job_id: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def cleared() -> bool:
         with database.session() as session:
-            if any(s.stage == "cleared_results" for s in steps_of(session, job_id)):
-                return
-        time.sleep(0.05)
-    raise AssertionError("the job never had to clear results")
+            return any(s.stage == "cleared_results" for s in steps_of(session, job_id))
+
+    wait_until(cleared, timeout, "the job had to clear results")
 
 
 def test_a_rejection_stating_the_size_is_planned_again_once_and_the_job_finishes(

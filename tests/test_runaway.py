@@ -15,7 +15,7 @@ from models.history import all_messages
 from models.tables import Job, JobKind, JobStatus, Notice, now
 from plimsoll.notices import stopped_notice
 from tests.fixtures_emulator import TEST_API_KEY
-from tests.test_worker_steps import new_job, run_to_end, services
+from tests.support_worker import new_job, run_to_end, services
 from worker.providers import AnthropicProvider
 from worker.providers.base import Reply, Usage
 

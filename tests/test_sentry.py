@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -25,6 +24,7 @@ from models.jobs import create_job
 from models.tables import Job, JobStatus
 from models.tenants import create_tenant
 from tests.fixtures_emulator import DOCUMENT_TOOLS, TEST_API_KEY
+from tests.support import wait_until
 from worker.errors import AuthFailure, InvalidRequest, TooLong, classify
 from worker.providers import AnthropicProvider, OpenAIProvider
 from worker.queue import enqueue_step
@@ -225,9 +225,8 @@ def test_the_worker_reports_one_event_without_the_jobs_text(
         job_id = job.id
     emulator_reset.configure(api_key="a-key-the-worker-does-not-have")
     enqueue_step(job_id)
-    deadline = time.monotonic() + 60
-    while (status := job_status(database, job_id)) != JobStatus.FAILED and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: JobStatus(job_status(database, job_id)).finished, 60, "the job ended", every=0.2)
+    status = job_status(database, job_id)
 
     assert status == JobStatus.FAILED
     assert emulator_reset.stats()["rejections"] == {"authentication": 1}

@@ -7,61 +7,27 @@ import contextlib
 import hashlib
 import re
 import threading
-import time
 import uuid
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
+from demo.chapters import chapters
 from emulator import EmulatorServer
 from models.db import Database
-from models.documents import add_document
 from models.history import all_messages
-from models.jobs import create_job, steps_of
+from models.jobs import steps_of
 from models.tables import Job, JobKind, JobStatus, Notice
 from models.tenants import create_tenant
 from plimsoll import estimate_message
 from plimsoll.notices import TOO_LONG_NOTICE, new_chat_notice
-from worker.chapters import chapters
-from worker.queue import enqueue_step
+from tests.support import wait_until
+from tests.support_worker import events_after_the_commit, submit, wait_for
 
 pytestmark = pytest.mark.usefixtures("celery_worker")
 
 NOTE = re.compile(r"^NOTE (?P<name>\S+): (?P<chars>\d+) chars, sha256 (?P<sha>[0-9a-f]{12}), starts", re.MULTILINE)
-
-
-def submit(
-    database: Database, texts: dict[str, str], *, kind: str = JobKind.MAIN, enqueue: bool = True, **job: Any
-) -> int:
-    with database.session() as session:
-        tenant, _ = create_tenant(session, name=f"tenant-{uuid.uuid4().hex[:8]}")
-        ids = [add_document(session, tenant_id=tenant.id, name=name, content=text).id for name, text in texts.items()]
-        job.setdefault("instruction", "Check each chapter against the notes and report one fact of each.")
-        created = create_job(session, tenant_id=tenant.id, document_ids=ids, kind=kind, **job)
-        job_id = created.id
-    if enqueue:
-        enqueue_step(job_id, 0)
-    return job_id
-
-
-def wait_for(database: Database, job_id: int, timeout: float = 180.0) -> Job:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with database.session() as session:
-            job = session.get(Job, job_id)
-            assert job is not None
-            if JobStatus(job.status).finished and not _children_running(database, job_id):
-                return job
-        time.sleep(0.2)
-    raise AssertionError(f"job {job_id} did not finish in {timeout} s")
-
-
-def _children_running(database: Database, job_id: int) -> bool:
-    with database.session() as session:
-        return any(
-            not JobStatus(s).finished for s in session.scalars(select(Job.status).where(Job.parent_id == job_id))
-        )
 
 
 def notes_in(answer: str) -> dict[str, str]:
@@ -169,16 +135,6 @@ def test_an_invalid_request_fails_the_job_and_alerts_once(
         assert list(session.scalars(select(Notice).where(Notice.job_id == job_id))) == []
 
 
-def events_after_the_commit(events: list[dict[str, Any]], settle: float = 1.0) -> int:
-    """How many Sentry events arrived: the worker reports once the job's end is committed, a moment after it is
-    visible; a second event, if any, would follow within ``settle`` seconds."""
-    deadline = time.monotonic() + 10
-    while not events and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(settle)
-    return len(events)
-
-
 def test_task_events_show_flower_the_job_step_and_tokens(
     database: Database, emulator_reset: EmulatorServer, celery_worker: Any
 ) -> None:
@@ -189,15 +145,27 @@ def test_task_events_show_flower_the_job_step_and_tokens(
     events: list[dict[str, Any]] = []
     with app.connection_for_read() as connection:
         receiver = app.events.Receiver(connection, handlers={"task-succeeded": events.append})
+        bound = threading.Event()
+        consume_ready = receiver.on_consume_ready
+
+        def on_consume_ready(*args: Any, **kwargs: Any) -> None:
+            consume_ready(*args, **kwargs)
+            bound.set()
+
+        receiver.on_consume_ready = on_consume_ready
         listening = threading.Thread(target=_capture, args=(receiver,), daemon=True)
         listening.start()
-        time.sleep(0.5)  # the receiver's queue is bound before the job starts
+        assert bound.wait(30)  # the receiver's queue is bound before the job starts
         job_id = submit(database, {"a.txt": "Some text.", "b.txt": "More text."}, kind=JobKind.SUBAGENT, budget=20_000)
         wait_for(database, job_id)
-        time.sleep(1.0)
+
+        def of_the_job() -> list[str]:
+            return [e["result"] for e in events if f"'job_id': {job_id}" in e.get("result", "")]
+
+        wait_until(lambda: len(of_the_job()) >= 3, 10, "the task events of the job's three steps")
         receiver.should_stop = True
         listening.join(timeout=5)
-    results = [e["result"] for e in events if f"'job_id': {job_id}" in e.get("result", "")]
+    results = of_the_job()
     assert len(results) == 3  # read a.txt, read b.txt, report
     assert all(
         "'step'" in r and "'stage'" in r and "'estimated_tokens'" in r and "'reported_tokens'" in r for r in results

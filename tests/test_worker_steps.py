@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -14,37 +13,16 @@ from sqlalchemy.engine import make_url
 
 from emulator import EmulatorServer
 from models.db import Database
-from models.documents import add_document
 from models.history import all_messages
-from models.jobs import create_job, steps_of
-from models.settings import Settings
-from models.tables import Job, JobKind, JobStatus, now
-from models.tenants import create_tenant
+from models.jobs import steps_of
+from models.tables import Job, JobStatus, now
 from tests.fixtures_emulator import TEST_API_KEY
+from tests.support_worker import new_job, run_to_end, services
 from tests.tcp_proxy import CuttableProxy
 from worker.lease import reconcile
 from worker.providers import AnthropicProvider
 from worker.providers.base import Provider, Reply
-from worker.runner import Outcome, Services, run_step
-
-
-def new_job(database: Database, texts: dict[str, str], **job: Any) -> int:
-    with database.session() as session:
-        tenant, _ = create_tenant(session, name=f"steps-{uuid.uuid4().hex[:8]}")
-        ids = [add_document(session, tenant_id=tenant.id, name=n, content=t).id for n, t in texts.items()]
-        return create_job(
-            session, tenant_id=tenant.id, instruction="Read them all.", document_ids=ids, kind=JobKind.SUBAGENT, **job
-        ).id
-
-
-def services(database: Database, provider: Provider, woken: list[int], **settings: Any) -> Services:
-    return Services(
-        database=database,
-        settings=Settings(database_url=database.url, **settings),
-        provider_for=lambda job: provider,
-        enqueue=lambda job_id, step, delay: woken.append(job_id),
-        report=lambda error: None,
-    )
+from worker.runner import Outcome, run_step
 
 
 class Held:
@@ -69,15 +47,6 @@ def in_thread(work: Any) -> tuple[threading.Thread, list[Outcome]]:
     thread = threading.Thread(target=lambda: outcomes.append(work()))
     thread.start()
     return thread, outcomes
-
-
-def run_to_end(job_id: int, steps: Services, *, until: tuple[str, ...] = ("finished", "skipped")) -> list[Outcome]:
-    outcomes = []
-    for _ in range(50):
-        outcomes.append(run_step(job_id, steps))
-        if outcomes[-1].action in until:
-            return outcomes
-    raise AssertionError("the job did not finish")
 
 
 def test_a_step_delivered_twice_at_once_is_stored_once(database: Database, emulator_reset: EmulatorServer) -> None:
@@ -218,7 +187,7 @@ def test_a_reply_paid_for_is_stored_after_the_database_comes_back(
         assert provider.sending.wait(30)
         proxy.cut()
         provider.gate.set()
-        time.sleep(4)
+        time.sleep(4)  # under test: an outage of 4 s, which the step must outlast holding the reply
         proxy.restore()
         step.join(timeout=120)
         through_proxy.dispose()

@@ -14,6 +14,7 @@ from worker.lease import reconcile
 from worker.outages import DatabaseUnavailable
 from worker.routing import JITTER, backoff_delay
 from worker.runner import Enqueue, Services, run_step
+from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)
 
@@ -88,4 +89,6 @@ class InProcessWorker:
             try:
                 reconcile(self.services.database, lease_seconds=settings.lease_seconds, enqueue=self.submit)
             except Exception as error:  # an outage, most likely: the next round tries again
-                logger.warning("reconciler: %s; trying again in a moment", type(error).__name__)
+                logger.warning(
+                    "reconciler: %s; trying again in a moment\n%s", type(error).__name__, scrubbed_traceback(error)
+                )

@@ -20,6 +20,7 @@ from sqlalchemy import or_, update
 
 from models.db import Database
 from models.tables import Job, JobStatus, now
+from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +63,13 @@ def reconcile(database: Database, *, lease_seconds: float, enqueue: Callable[[in
         try:
             enqueue(job_id, step)
         except Exception as error:  # the broker is down: the new deadline brings the job back
-            logger.warning("job %s: could not queue step %s again (%s)", job_id, step, type(error).__name__)
+            logger.warning(
+                "job %s: could not queue step %s again (%s)\n%s",
+                job_id,
+                step,
+                type(error).__name__,
+                scrubbed_traceback(error),
+            )
     if rows:
         logger.info("reconciler queued %d jobs again: %s", len(rows), [job_id for job_id, _ in rows])
     return [job_id for job_id, _ in rows]
@@ -95,4 +102,6 @@ class Heartbeat:
                         .execution_options(synchronize_session=False)
                     )
             except Exception as error:  # an outage: the lease may lapse; storing decides who wins
-                logger.warning("job %s: lease not renewed (%s)", self.job_id, type(error).__name__)
+                logger.warning(
+                    "job %s: lease not renewed (%s)\n%s", self.job_id, type(error).__name__, scrubbed_traceback(error)
+                )

@@ -43,12 +43,12 @@ from plimsoll import (
     plan,
     plan_cached,
 )
-from plimsoll.baselines import legacy_plan
 from plimsoll.fitting import Batching
 from plimsoll.messages import BLOCK_OVERHEAD, MESSAGE_OVERHEAD
 from plimsoll.notices import new_chat_notice, stopped_notice
 from worker.errors import ProviderError, TooLong
 from worker.lease import Heartbeat, deadline, held_by_another, release
+from worker.legacy import legacy_plan
 from worker.model_limits import learn_limits, within_learned_limits
 from worker.outages import in_transaction, surviving_outages
 from worker.prompts import system_prompt
@@ -56,6 +56,7 @@ from worker.providers.base import Provider, Reply
 from worker.routing import route
 from worker.runaway import count_calls, fingerprint, with_warning
 from worker.tools import Delegation, result, run_tool, tools_for
+from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -177,7 +178,12 @@ def _learn_limits(job_id: int, services: Services) -> None:
         if job is not None and job.step == 0 and job.strategy in CALIBRATED:
             learn_limits(services.database, services.provider_for(job), model=job.model, profile=job.profile)
     except Exception as error:
-        logger.info("job %s: the model's limits were not learned (%s)", job_id, type(error).__name__)
+        logger.info(
+            "job %s: the model's limits were not learned (%s)\n%s",
+            job_id,
+            type(error).__name__,
+            scrubbed_traceback(error),
+        )
 
 
 def _begin(
@@ -248,7 +254,13 @@ def _after_commit(done: _Done | Outcome, services: Services) -> Outcome:
         try:
             services.enqueue(job_id, step, delay)
         except Exception as error:
-            logger.warning("job %s: step %s not queued (%s); the reconciler will", job_id, step, type(error).__name__)
+            logger.warning(
+                "job %s: step %s not queued (%s); the reconciler will\n%s",
+                job_id,
+                step,
+                type(error).__name__,
+                scrubbed_traceback(error),
+            )
     if done.report is not None:
         services.report(done.report)
     return done.outcome

@@ -32,6 +32,11 @@ def _services() -> Services:
     return make_services(enqueue_with_celery)
 
 
+def forget_services() -> None:
+    """Build the tasks' services anew from the settings at the next task (tests change them between runs)."""
+    _services.cache_clear()
+
+
 @worker_init.connect  # type: ignore[untyped-decorator]  # the worker's own process (solo and thread pools)
 @worker_process_init.connect  # type: ignore[untyped-decorator]  # each child process of the prefork pool
 def _start_sentry(**_: Any) -> None:

@@ -17,6 +17,7 @@ from api.schemas import ErrorBody, Id, JobCheck, JobIn, JobSummary, JobView, Mes
 from api.views import job_summary, job_view, model_warnings
 from models.jobs import create_job, job_of
 from models.tables import Job, JobKind, JobStatus, now
+from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +41,12 @@ def queue_first_step(session: Session, job: Job, enqueue: Enqueue) -> None:
     try:
         enqueue(job.id)
     except Exception as error:
-        logger.warning("job %s: first step not queued (%s); the reconciler will", job.id, type(error).__name__)
+        logger.warning(
+            "job %s: first step not queued (%s); the reconciler will\n%s",
+            job.id,
+            type(error).__name__,
+            scrubbed_traceback(error),
+        )
 
 
 def _job_of(session: Session, tenant_id: int, job_in: JobIn) -> Job:

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from plimsoll import apply_plan, estimate_message, fit, outline
-from plimsoll.baselines import legacy_plan
 from plimsoll.fitting import Batching
 from plimsoll.messages import Message
 from plimsoll.notices import CLEARED_RESULT_NOTE
+from worker.legacy import legacy_plan
 
 PROFILE = "claude"
 
@@ -111,7 +111,7 @@ class KeepNewestResults:
 
 @dataclass(frozen=True)
 class LegacyCutAtUserTurns:
-    """The truncation before Plimsoll (``plimsoll.baselines.legacy_plan``): cut only before user turns, clear
+    """The truncation before Plimsoll (``worker.legacy.legacy_plan``): cut only before user turns, clear
     nothing. A subagent has one user turn, so it never cuts and sends requests over the budget."""
 
     budget: int

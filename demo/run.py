@@ -15,6 +15,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from demo.chapters import chapters
 from emulator import EmulatorConfig, EmulatorServer
 from emulator.tokenizer import load_encoding
 from models.db import Database
@@ -26,7 +27,6 @@ from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus, Step
 from models.tenants import create_tenant
 from models.usage import cost_vs_uncached
-from worker.chapters import chapters
 from worker.inprocess import InProcessWorker
 from worker.services import make_services
 

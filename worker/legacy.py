@@ -1,4 +1,5 @@
-"""The truncation that came before Plimsoll, kept to reproduce the failure it causes (see ``bench/``).
+"""The truncation that came before Plimsoll: the worker's ``legacy`` job strategy, kept to reproduce the failure
+it causes (``bench/three_failures.py``).
 
 It cuts only at user turns and clears nothing. A subagent has a single user turn, its instruction, so there is
 nowhere to cut: the request is sent as it is, however large, until the model rejects it.

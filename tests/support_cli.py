@@ -1,0 +1,78 @@
+"""Helpers for the tests of the plimsoll command: the real API served on a free port, and the database changes
+that play the worker."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import uvicorn
+from sqlalchemy import select
+
+from api.app import create_app
+from models.db import Database
+from models.tables import ApiKey, Job, JobStatus
+from models.tenants import hash_key
+from tests.support import wait_until
+
+
+@dataclass
+class Served:
+    url: str
+    database: Database
+    enqueued: list[int] = field(default_factory=list)
+    on_enqueue: Callable[[int], None] | None = None  # plays the worker where a test needs one
+
+    def enqueue(self, job_id: int) -> None:
+        self.enqueued.append(job_id)
+        if self.on_enqueue is not None:
+            self.on_enqueue(job_id)
+
+
+@contextmanager
+def serving(database: Database) -> Iterator[Served]:
+    """The real app under uvicorn on a free port, steps put on a list (``on_enqueue`` plays the worker)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    state = Served(f"http://127.0.0.1:{port}", database)
+    app = create_app(database=database, enqueue=state.enqueue)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    wait_until(lambda: server.started, 10, "uvicorn started")
+    try:
+        yield state
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        listener.close()
+
+
+def tenant_of(database: Database, key: str) -> int:
+    with database.session() as session:
+        return session.scalars(select(ApiKey.tenant_id).where(ApiKey.key_hash == hash_key(key))).one()
+
+
+def set_job(database: Database, job_id: int, **values: object) -> None:
+    with database.session() as session:
+        job = session.get_one(Job, job_id)
+        for name, value in values.items():
+            setattr(job, name, value)
+
+
+def finish_later(database: Database, *, status: JobStatus, answer: str) -> Callable[[int], None]:
+    """Plays the worker: a moment after the job is queued, it finishes with ``answer``."""
+
+    def finish(job_id: int) -> None:
+        def work() -> None:
+            time.sleep(0.2)  # the job ends a moment after it is queued: what --wait must wait for
+            set_job(database, job_id, status=status, final_answer=answer, step=1)
+
+        threading.Thread(target=work, daemon=True).start()
+
+    return finish

@@ -1,0 +1,90 @@
+"""Helpers for the tests of the worker: jobs made in the database, run step by step, or submitted to a real worker
+and waited for."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from typing import Any
+
+from sqlalchemy import select
+
+from models.db import Database
+from models.documents import add_document
+from models.jobs import create_job
+from models.settings import Settings
+from models.tables import Job, JobKind, JobStatus
+from models.tenants import create_tenant
+from tests.support import wait_until
+from worker.providers.base import Provider
+from worker.queue import enqueue_step
+from worker.runner import Outcome, Services, run_step
+
+
+def submit(
+    database: Database, texts: dict[str, str], *, kind: str = JobKind.MAIN, enqueue: bool = True, **job: Any
+) -> int:
+    with database.session() as session:
+        tenant, _ = create_tenant(session, name=f"tenant-{uuid.uuid4().hex[:8]}")
+        ids = [add_document(session, tenant_id=tenant.id, name=name, content=text).id for name, text in texts.items()]
+        job.setdefault("instruction", "Check each chapter against the notes and report one fact of each.")
+        created = create_job(session, tenant_id=tenant.id, document_ids=ids, kind=kind, **job)
+        job_id = created.id
+    if enqueue:
+        enqueue_step(job_id, 0)
+    return job_id
+
+
+def wait_for(database: Database, job_id: int, timeout: float = 180.0) -> Job:
+    def finished() -> Job | None:
+        with database.session() as session:
+            job = session.get(Job, job_id)
+            assert job is not None
+            return job if JobStatus(job.status).finished and not _children_running(database, job_id) else None
+
+    return wait_until(finished, timeout, f"job {job_id} finished", every=0.2)
+
+
+def _children_running(database: Database, job_id: int) -> bool:
+    with database.session() as session:
+        return any(
+            not JobStatus(s).finished for s in session.scalars(select(Job.status).where(Job.parent_id == job_id))
+        )
+
+
+def events_after_the_commit(events: list[dict[str, Any]], settle: float = 1.0) -> int:
+    """How many Sentry events arrived: the worker reports once the job's end is committed, a moment after it is
+    visible; a second event, if any, would follow within ``settle`` seconds."""
+    with contextlib.suppress(AssertionError):  # no event at all is an answer too
+        wait_until(lambda: events, 10, "a Sentry event")
+    time.sleep(settle)  # under test: that no second event follows (an absence has no event to wait for)
+    return len(events)
+
+
+def new_job(database: Database, texts: dict[str, str], **job: Any) -> int:
+    with database.session() as session:
+        tenant, _ = create_tenant(session, name=f"steps-{uuid.uuid4().hex[:8]}")
+        ids = [add_document(session, tenant_id=tenant.id, name=n, content=t).id for n, t in texts.items()]
+        return create_job(
+            session, tenant_id=tenant.id, instruction="Read them all.", document_ids=ids, kind=JobKind.SUBAGENT, **job
+        ).id
+
+
+def services(database: Database, provider: Provider, woken: list[int], **settings: Any) -> Services:
+    return Services(
+        database=database,
+        settings=Settings(database_url=database.url, **settings),
+        provider_for=lambda job: provider,
+        enqueue=lambda job_id, step, delay: woken.append(job_id),
+        report=lambda error: None,
+    )
+
+
+def run_to_end(job_id: int, steps: Services, *, until: tuple[str, ...] = ("finished", "skipped")) -> list[Outcome]:
+    outcomes = []
+    for _ in range(50):
+        outcomes.append(run_step(job_id, steps))
+        if outcomes[-1].action in until:
+            return outcomes
+    raise AssertionError("the job did not finish")
