@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner, Result
-from worker.chapters import chapters
 
 from api.client import PlimsollClient
 from bench.stack import api_server
 from cli.main import app as cli
+from demo.chapters import chapters
 from models.db import Database
 from models.tenants import create_tenant
 

@@ -17,11 +17,11 @@ import httpx
 import jsonschema_rs
 import pytest
 from pydantic import BaseModel
-from worker.chapters import chapters
 
 from api.client import PlimsollClient
 from api.schemas import ContinueIn, JobIn, JobView
 from bench.stack import api_server
+from demo.chapters import chapters
 from emulator import EmulatorServer
 from models.db import Database
 from models.tenants import create_tenant
