@@ -96,6 +96,9 @@ class JobIn(Input):
         default="plimsoll", description="plimsoll, or original / legacy / unbatched to reproduce old failures"
     )
     safety_net: bool = Field(default=True, description="tell the agent that old tool results are cleared")
+    compaction: str | None = Field(
+        default=None, description="auto: summarize what stages 2-3 would drop; off: drop it (default: auto)"
+    )
     max_steps: int | None = Field(
         default=None, ge=1, le=100_000, description="stop the job after this many steps; default from the settings"
     )

@@ -111,7 +111,7 @@ def _protected_from(results: Sequence[tuple[int, int, str]], allowance: int) -> 
     return start
 
 
-def _growth(tokens: Sequence[int]) -> int:
+def growth_per_call(tokens: Sequence[int]) -> int:
     """Tokens a call adds, going by the newest rounds (an assistant message and the user message answering it)."""
     rounds = min(RECENT_ROUNDS, (len(tokens) - 1) // 2)
     return sum(tokens[len(tokens) - 2 * rounds :]) // rounds if rounds else 0
@@ -158,7 +158,7 @@ def plan_economic(
         pinned.append(result)
         room -= result[1]
     free = eligible[len(pinned) :]
-    low = min(int(economy.low_water * budget), budget - RUNWAY * _growth(history.tokens))
+    low = min(int(economy.low_water * budget), budget - RUNWAY * growth_per_call(history.tokens))
 
     def size_with(cleared: Collection[str]) -> int:
         return total - sum(tokens - note for _, tokens, rid in eligible if rid in cleared)

@@ -562,6 +562,7 @@ def _start_subagent(session: Session, job: Job, delegation: Delegation) -> Job:
         locale=job.locale,
         strategy=job.strategy,
         safety_net=job.safety_net,
+        compaction=job.compaction,
         max_steps=job.max_steps,  # the limits set on a main job hold for each of its parts
         max_input_tokens=job.max_input_tokens,
     )

@@ -54,6 +54,7 @@ def _job_of(session: Session, tenant_id: int, job_in: JobIn) -> Job:
         locale=job_in.locale,
         strategy=job_in.strategy,
         safety_net=job_in.safety_net,
+        compaction=job_in.compaction,
         max_steps=job_in.max_steps,
         max_input_tokens=job_in.max_input_tokens,
         allow_retired_model=job_in.allow_retired_model,
