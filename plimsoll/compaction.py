@@ -45,9 +45,9 @@ from plimsoll.notices import SUMMARY_HEADER, SUMMARY_INSTRUCTION
 Policy = Literal["off", "auto", "summarize_all"]
 POLICIES: tuple[Policy, ...] = ("off", "auto", "summarize_all")
 DROPPING = ("user_turns", "tool_rounds")
-SUMMARY_SHARE = 10  # a summary gets up to budget // SUMMARY_SHARE tokens of its own ...
+SUMMARY_SHARE = 5  # a summary gets up to budget // SUMMARY_SHARE tokens of its own ...
 PERSON_SHARE = 10  # ... plus the person's words of its range, up to budget // PERSON_SHARE
-ROOM_SHARE = 0.5  # after compaction, the request fits at stage 1 within this share of the budget
+ROOM_SHARE = 0.6  # after compaction, the request fits at stage 1 within this share of the budget
 RUNWAY = 3  # and at least this many more rounds of the recent size fit
 TRIGGER_SHARE = 0.8  # summarize_all: summarize when the view passes this share of the budget
 KEEP_MESSAGES = 20  # summarize_all: the newest messages kept (LangChain's default)
@@ -115,17 +115,20 @@ def view_messages(messages: Sequence[Message], summary: Summary | None, text: st
     ``text``; new dicts where something changed, the input untouched."""
     if summary is None:
         return list(messages)
-    return [_appended(messages[0], summary_text(text, summary.end)), *messages[summary.end :]]
+    return [appended(messages[0], summary_text(text, summary.end)), *messages[summary.end :]]
 
 
 def summary_request(view_of: Sequence[Message], compaction: Compaction) -> list[dict[str, Any]]:
     """The summary request's messages from the view's messages: the planned prefix, the instruction last."""
-    request = apply_plan(view_of[: compaction.sent], compaction.request)
-    request[-1] = _appended(request[-1], instruction(compaction.keep))
-    return request
+    return with_instruction(apply_plan(view_of[: compaction.sent], compaction.request), compaction)
 
 
-def _appended(message: Message, text: str) -> dict[str, Any]:
+def with_instruction(prefix: list[dict[str, Any]], compaction: Compaction) -> list[dict[str, Any]]:
+    """The summary request: its planned ``prefix`` (a new list) with the instruction appended to the last."""
+    return [*prefix[:-1], appended(prefix[-1], instruction(compaction.keep))]
+
+
+def appended(message: Message, text: str) -> dict[str, Any]:
     content = message["content"]
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
     return {**message, "content": [*blocks, {"type": "text", "text": text}]}

@@ -12,7 +12,7 @@ AGENT_SAFETY_NET = (
     "nothing you have done is lost. So never stop or shorten a long task to save space or tokens: keep going "
     "until the whole task is done. If you need something from a result that was cleared, run the tool again "
     "(for example, read the file again). When clearing is not enough, the earlier part of the conversation may "
-    "be summarized: the summary follows the first message, under \"[Summary of earlier work\", with the notes "
+    'be summarized: the summary follows the first message, under "[Summary of earlier work", with the notes '
     "you wrote, the tools you called and the person's messages word for word, so keep your notes in your own "
     "messages."
 )

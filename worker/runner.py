@@ -36,17 +36,17 @@ from plimsoll import (
     DoesNotFit,
     Outline,
     Plan,
-    bodies_needed,
-    build_request,
     estimate_tokens,
     outline,
     plan,
     plan_cached,
 )
 from plimsoll.baselines import legacy_plan
+from plimsoll.compaction import Compaction
 from plimsoll.fitting import Batching
 from plimsoll.messages import BLOCK_OVERHEAD, MESSAGE_OVERHEAD
 from plimsoll.notices import new_chat_notice, stopped_notice
+from worker.compaction import compose, store_summary
 from worker.errors import ProviderError, TooLong
 from worker.lease import Heartbeat, deadline, held_by_another, release
 from worker.model_limits import learn_limits, within_learned_limits
@@ -110,6 +110,7 @@ class _Prepared:
     seconds: float = 0.0  # time spent in our code
     rejected: tuple[int, int] | None = None  # a first attempt rejected as too long: (our estimate, its real size)
     breakpoints: tuple[int, ...] = ()  # request messages ending a prefix the next requests keep
+    compaction: Compaction | None = None  # the request asks for a summary of this range (worker/compaction.py)
 
 
 def run_step(job_id: int, services: Services, *, step: int | None = None) -> Outcome:
@@ -287,32 +288,31 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
     calibrator = Calibrator.from_dict(job.calibration, floor=services.settings.calibration_floor)
     factor = calibrator.factor if job.strategy in CALIBRATED else 1.0
     planning_budget = int(job.budget / factor)
-    try:
-        chosen, breakpoints = _plan(session, job, every, planning_budget, overhead, services.settings)
+    planner = partial(_plan, session, job, budget=planning_budget, overhead=overhead, settings=services.settings)
+    try:  # over the job's latest summary; a summary request instead when a compaction is due
+        composed = compose(session, job, every, carried, planner, budget=planning_budget, overhead=overhead)
     except DoesNotFit as error:
         raise _NothingFits(error, carried, first_fits=every[0].tokens + overhead <= planning_budget) from error
-    needed = [i for i in bodies_needed(chosen, every) if i < len(outlines)]
-    bodies: dict[int, Any] = dict(message_bodies(session, job.id, needed))
-    bodies.update({len(outlines) + i: message for i, message in enumerate(carried)})
     return _Prepared(
         step=job.step,
         strategy=job.strategy,
         provider=services.provider_for(job),
         model=job.model,
-        max_tokens=job.max_output_tokens,
-        system=system,
-        tools=tools,
-        request=build_request(chosen, every, bodies),
-        chosen=chosen,
+        max_tokens=composed.max_tokens or job.max_output_tokens,
+        system=system if composed.system is None else composed.system,
+        tools=tools if composed.tools is None else composed.tools,
+        request=composed.request,
+        chosen=composed.plan,
         planning_budget=planning_budget,
         factor=factor,
         carried=carried,
-        breakpoints=breakpoints,
+        breakpoints=composed.breakpoints,
+        compaction=composed.compaction,
     )
 
 
 def _plan(
-    session: Session, job: Job, every: list[Outline], budget: int, overhead: int, settings: Settings
+    session: Session, job: Job, every: list[Outline], *, budget: int, overhead: int, settings: Settings
 ) -> tuple[Plan, tuple[int, ...]]:
     """What the next request sends, and where the provider's cache breakpoints go (empty: the adapter's own).
     Plimsoll's strategy clears where the prompt cache makes it cheapest, from what it knows of the previous
@@ -382,6 +382,13 @@ def _answered(
     if job.strategy in CALIBRATED and prepared.chosen.tokens > 0:
         _observe(session, job, estimated=prepared.chosen.tokens, reported=usage.total_input)
     step = prepared.step + 1
+    if prepared.compaction is not None:  # a summary, stored beside the history; the next step plans over it
+        store_summary(session, job, prepared.compaction, reply, step=step)
+        job.step, job.attempts = step, 0
+        release(job, seconds=services.settings.lease_seconds)
+        session.add(_step_record(job, prepared, step, reply=reply, seconds=prepared.seconds))
+        outcome = Outcome(job.id, "continued", step, job.status, stage="compaction", reported_tokens=usage.total_input)
+        return _Done(outcome, [(job.id, step, None)])
     assistant = {"role": "assistant", "content": reply.content}
     new_messages: list[dict[str, Any]] = [*prepared.carried, assistant]
     wake: list[Wake] = []
