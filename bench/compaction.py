@@ -46,9 +46,13 @@ RESULTS = Path(__file__).resolve().parent / "results"
 POLICIES = ("off", "auto", "summarize_all")
 CACHE_WRITE, CACHE_READ = 1.25, 0.1
 LONG_OUTPUT = "Read every document and write a summary of each document in your own message; then report."
-PERSON_WORDS = (
-    "It belongs with the others: the same project, the same people. Note what it says, as you did for the rest, "
-    "and keep going until every document I named is done."
+# The agent's answer to each of the person's messages: it restates its plan, as agents do. Nothing in it is
+# needed later (the names are in the person's words), so a summary can leave it out.
+PLAN = (
+    "Understood. I will read it after the documents named before it, one at a time, and for each I will note "
+    "its length in characters, the first twelve hex digits of its sha256 and how it starts, so that my report "
+    "shows I really read it. When a result of mine is cleared to save space I will rely on my notes instead of "
+    "reading it again, and I will keep going until every document you named is done, then report them all."
 )
 BY_TURNS = "Read each document I name in my messages, one at a time, and note it; then report."
 
@@ -64,8 +68,8 @@ class Workload:
 
 def workloads(scale: int) -> tuple[Workload, ...]:
     return (
-        Workload("long output", 36 // scale, 1_600, 12_000, False),
-        Workload("many turns", 36 // scale, 1_200, 5_000, True),
+        Workload("long output", 48 // scale, 1_600, 40_000 // scale, False),
+        Workload("many turns", 48 // scale, 1_200, 12_000 // scale, True),
     )
 
 
@@ -90,8 +94,8 @@ def person_turns(names: list[str]) -> list[dict[str, Any]]:
     """The conversation before the agent began: the person named one document per message."""
     messages: list[dict[str, Any]] = []
     for index, name in enumerate(names):
-        messages.append({"role": "assistant", "content": "Noted." if index else "Understood. Which documents?"})
-        messages.append({"role": "user", "content": f"Please read `{name}` as well. {PERSON_WORDS}"})
+        messages.append({"role": "assistant", "content": PLAN if index else "Understood. Which documents?"})
+        messages.append({"role": "user", "content": f"Please read `{name}` as well."})
     return messages
 
 

@@ -10,9 +10,9 @@ When is a compaction due, and over what:
 
 - ``auto``: when the plan of the view would reach stage 2 or 3 (clearing alone no longer fits). The range ends
   at the oldest round boundary after which the request, with a summary of at most its allowance, fits at stage 1
-  within :data:`ROOM_SHARE` of the budget (and :data:`RUNWAY` more rounds of the recent size): room for several
-  more steps, so it does not come back at the next step. If no boundary makes that room, no compaction (stages 2
-  and 3 as before).
+  within :data:`ROOM_SHARE` of the budget, or else at the newest boundary; either way with room for
+  :data:`RUNWAY` more rounds of what a round adds once cleared, so it does not come back at the next step. If no
+  boundary makes that room, no compaction (stages 2 and 3 as before).
 - ``summarize_all``: the baseline in the style of LangChain's ``SummarizationMiddleware``: whenever the view
   passes :data:`TRIGGER_SHARE` of the budget (masking or not), everything but the newest :data:`KEEP_MESSAGES`
   messages is summarized, from a fresh request.
@@ -45,10 +45,10 @@ from plimsoll.notices import SUMMARY_HEADER, SUMMARY_INSTRUCTION
 Policy = Literal["off", "auto", "summarize_all"]
 POLICIES: tuple[Policy, ...] = ("off", "auto", "summarize_all")
 DROPPING = ("user_turns", "tool_rounds")
-SUMMARY_SHARE = 5  # a summary gets up to budget // SUMMARY_SHARE tokens of its own ...
+SUMMARY_SHARE = 10  # a summary gets up to budget // SUMMARY_SHARE tokens of its own ...
 PERSON_SHARE = 10  # ... plus the person's words of its range, up to budget // PERSON_SHARE
-ROOM_SHARE = 0.6  # after compaction, the request fits at stage 1 within this share of the budget
-RUNWAY = 3  # and at least this many more rounds of the recent size fit
+ROOM_SHARE = 0.5  # after compaction, the request fits at stage 1 within this share of the budget
+RUNWAY = 2  # and at least this many more rounds of the recent size fit
 TRIGGER_SHARE = 0.8  # summarize_all: summarize when the view passes this share of the budget
 KEEP_MESSAGES = 20  # summarize_all: the newest messages kept (LangChain's default)
 STAGE_1 = ("as_is", "cleared_results")
@@ -157,23 +157,45 @@ def plan_compaction(
             return None
         cut = max(3, len(shown) - KEEP_MESSAGES)
         cut += 1 - cut % 2  # an assistant message: odd in the view
+        if cut > last_round:
+            return None
         return _fresh(shown, cut, budget, profile, overhead, summary, _allowance(budget, person[cut]))
     if current.stage not in DROPPING:
         return None
-    room = budget - max(RUNWAY * growth_per_call(history.tokens), int((1 - ROOM_SHARE) * budget))
-    for cut in range(3, last_round + 1, 2):
-        allowance = _allowance(budget, person[cut])
+    growth = RUNWAY * _kept_growth(history, profile)
+
+    def makes_room(cut: int, room: int) -> bool:
         end = stored_index(cut, summary)
         header = count_tokens(summary_text("", end), profile) + BLOCK_OVERHEAD
-        after = [with_block(outlines[0], header + allowance), *shown[cut:]]
-        if _stage_1(from_outlines(after), room, profile, overhead) is None:
-            continue
-        if previous is not None and cut <= previous.sent:
-            replay = _replay(history, previous, cut, budget, profile, overhead, summary, allowance)
-            if replay is not None:
-                return replay
-        return _fresh(shown, cut, budget, profile, overhead, summary, allowance)
-    return None
+        after = [with_block(outlines[0], header + _allowance(budget, person[cut])), *shown[cut:]]
+        return _stage_1(from_outlines(after), room, profile, overhead) is not None
+
+    # The oldest boundary that brings the request down to ROOM_SHARE of the budget; failing that, the newest,
+    # if it leaves room for RUNWAY more rounds; failing that, none (it would come back at once).
+    cuts = range(3, last_round + 1, 2)
+    target = budget - max(growth, int((1 - ROOM_SHARE) * budget))
+    cut = next((c for c in cuts if makes_room(c, target)), None)
+    if cut is None and cuts and makes_room(cuts[-1], budget - growth):
+        cut = cuts[-1]
+    if cut is None:
+        return None
+    allowance = _allowance(budget, person[cut])
+    if previous is not None and cut <= previous.sent:
+        replay = _replay(history, previous, cut, budget, profile, overhead, summary, allowance)
+        if replay is not None:
+            return replay
+    return _fresh(shown, cut, budget, profile, overhead, summary, allowance)
+
+
+def _kept_growth(history: History, profile: Profile) -> int:
+    """Tokens a round adds to the request once stage 1 has cleared its results: what clearing cannot take back
+    (the assistant's message, the notes in place of results), by the mean of the newest rounds."""
+    note = note_costs(profile).cleared_result
+    freed = [0] * len(history)
+    for index, tokens, _ in history.results:
+        freed[index] += max(0, tokens - note)
+    net = [tokens - free for tokens, free in zip(history.tokens, freed, strict=True)]
+    return growth_per_call(net)
 
 
 def _allowance(budget: int, person: int) -> int:
