@@ -234,6 +234,14 @@ class MessageView(Schema):
     created_at: datetime
 
 
+class SummaryView(Schema):
+    first_seq: int = Field(description="the first stored message it covers (GET .../messages?offset=first_seq)")
+    last_seq: int = Field(description="the last stored message it covers")
+    token_estimate: int
+    replayed: bool = Field(description="its request replayed the previous request's prefix (read from the cache)")
+    content: str
+
+
 class StepView(Schema):
     step: int
     stage: str
@@ -250,6 +258,9 @@ class StepView(Schema):
     stop_reason: str | None
     overhead_ms: float
     created_at: datetime
+    summary: SummaryView | None = Field(
+        default=None, description="a compaction (stage 'compaction'): the summary it wrote, which later requests send"
+    )
 
 
 # Notices

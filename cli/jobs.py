@@ -61,6 +61,9 @@ def submit(
     safety_net: Annotated[
         bool, typer.Option("--safety-net/--no-safety-net", help="Tell the agent that old tool results are cleared.")
     ] = True,
+    compaction: Annotated[
+        str | None, typer.Option(help="auto: summarize what would be dropped; off: drop it (default: auto).")
+    ] = None,
     max_steps: Annotated[int | None, typer.Option(help="Stop the job after this many steps.")] = None,
     max_input_tokens: Annotated[
         int | None, typer.Option(help="Stop the job before its requests add up to more input tokens.")
@@ -85,6 +88,7 @@ def submit(
             locale=locale,
             strategy=strategy,
             safety_net=safety_net,
+            compaction=compaction,
             max_steps=max_steps,
             max_input_tokens=max_input_tokens,
             allow_retired_model=allow_retired_model,
@@ -235,8 +239,10 @@ def steps(
     listing = table(*columns)
     for step in page.items:
         reported = "–" if step.reported_input_tokens is None else f"{step.reported_input_tokens:,}"
+        summary = step.summary
+        stage = step.stage if summary is None else f"{step.stage} of {summary.first_seq}–{summary.last_seq}"
         listing.add_row(
-            str(step.step), step.stage, f"{step.estimated_tokens:,}", reported, f"{step.planning_budget:,}",
+            str(step.step), stage, f"{step.estimated_tokens:,}", reported, f"{step.planning_budget:,}",
             str(len(step.cleared)), str(step.dropped), step.stop_reason or "–",
         )  # fmt: skip
     out.print(listing)

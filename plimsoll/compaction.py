@@ -174,11 +174,12 @@ def plan_compaction(
     # if it leaves room for RUNWAY more rounds; failing that, none (it would come back at once).
     cuts = range(3, last_round + 1, 2)
     target = budget - max(growth, int((1 - ROOM_SHARE) * budget))
-    cut = next((c for c in cuts if makes_room(c, target)), None)
-    if cut is None and cuts and makes_room(cuts[-1], budget - growth):
-        cut = cuts[-1]
-    if cut is None:
+    chosen = next((c for c in cuts if makes_room(c, target)), None)
+    if chosen is None and cuts and makes_room(cuts[-1], budget - growth):
+        chosen = cuts[-1]
+    if chosen is None:
         return None
+    cut = chosen
     allowance = _allowance(budget, person[cut])
     if previous is not None and cut <= previous.sent:
         replay = _replay(history, previous, cut, budget, profile, overhead, summary, allowance)

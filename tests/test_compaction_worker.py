@@ -18,6 +18,7 @@ from models.jobs import create_job, steps_of
 from models.tables import Job, JobKind, JobStatus, Summary
 from models.tenants import create_tenant
 from plimsoll.compaction import POLICIES
+from tests.test_api import Caller, serve_api
 from tests.test_worker_steps import services
 from worker.chapters import chapters
 from worker.demo import notes_matching
@@ -27,13 +28,15 @@ from worker.runner import run_step
 INSTRUCTION = "Read every document and write a summary of each document in your own message; then report."
 
 
-def long_output_job(database: Database, texts: dict[str, str], **job: Any) -> int:
+def long_output_job(database: Database, texts: dict[str, str], **job: Any) -> tuple[int, int, str]:
+    """The job's id, its tenant's and the tenant's API key."""
     with database.session() as session:
-        tenant, _ = create_tenant(session, name=f"compaction-{uuid.uuid4().hex[:8]}")
+        tenant, key = create_tenant(session, name=f"compaction-{uuid.uuid4().hex[:8]}")
         ids = [add_document(session, tenant_id=tenant.id, name=n, content=t).id for n, t in texts.items()]
-        return create_job(
+        created = create_job(
             session, tenant_id=tenant.id, instruction=INSTRUCTION, document_ids=ids, kind=JobKind.SUBAGENT, **job
-        ).id
+        )
+        return created.id, tenant.id, key
 
 
 def stored(database: Database, job_id: int) -> list[tuple[int, Any]]:
@@ -45,7 +48,7 @@ def test_a_long_output_job_compacts_from_the_cache_and_covers_every_document(
     database: Database, emulator_reset: EmulatorServer
 ) -> None:
     texts = {c.name: c.text for c in chapters(10, chars=1_600)}
-    job_id = long_output_job(database, texts, budget=9_000)  # compaction: the default
+    job_id, tenant_id, key = long_output_job(database, texts, budget=9_000)  # compaction: the default
     steps = services(database, AnthropicProvider(api_key="test", base_url=emulator_reset.base_url), [])
     before_compaction: list[tuple[int, Any]] = []
     for _ in range(120):
@@ -74,13 +77,20 @@ def test_a_long_output_job_compacts_from_the_cache_and_covers_every_document(
     # Later requests carry the summary: fewer messages sent than stored, and never over the budget.
     assert all((r.reported_input_tokens or 0) <= 9_000 for r in records.values())
     assert all(r.rejected_tokens is None for r in records.values())
+    # The person sees where each compaction happened, what it covers and what it cost.
+    with serve_api(database) as api:
+        shown = Caller(api.client, tenant_id, key).get(f"/v1/jobs/{job_id}/steps").json()["items"]
+    compactions = [s for s in shown if s["stage"] == "compaction"]
+    assert [(s["step"], s["summary"]["last_seq"]) for s in compactions] == [(x.step, x.last_seq) for x in summaries]
+    assert all(s["cache_read_tokens"] > 0 and s["summary"]["content"] for s in compactions)
+    assert all(s["summary"] is None for s in shown if s["stage"] != "compaction")
 
 
 def test_with_compaction_off_the_same_job_loses_its_notes_and_reads_again(
     database: Database, emulator_reset: EmulatorServer
 ) -> None:
     texts = {c.name: c.text for c in chapters(10, chars=1_600)}
-    job_id = long_output_job(database, texts, budget=9_000, compaction="off", max_steps=60)
+    job_id, _, _ = long_output_job(database, texts, budget=9_000, compaction="off", max_steps=60)
     steps = services(database, AnthropicProvider(api_key="test", base_url=emulator_reset.base_url), [])
     for _ in range(61):
         if run_step(job_id, steps).action == "finished":
