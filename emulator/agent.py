@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emulator.conversation import Conversation, Message, message_text, tool_result_texts
+from emulator.counting import compact_json
 from emulator.pages import Progress, ReadResult, opening_of, reading
 
 LIST_DOCUMENTS = "list_documents"
@@ -267,7 +268,7 @@ def summarize(messages: list[Message], keep: int) -> str:
                 line for line in message_text(message).splitlines() if _NOTE_LINE.match(line) or Progress.parse(line)
             )
             lines.extend(
-                f"CALLED {b['name']} {json.dumps(b['input'], ensure_ascii=False)}"
+                f"CALLED {b['name']} {compact_json(b['input'])}"
                 for b in message["content"]
                 if b["type"] == "tool_use"
             )
