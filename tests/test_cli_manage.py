@@ -204,7 +204,7 @@ def test_submit_passes_every_job_option(served: Served, key: str, tmp_path: Path
 
     outcome = run(
         served, key, "submit", tmp_path / "a.txt", "-i", "Read.", "--locale", "cs", "--strategy", "legacy",
-        "--no-safety-net", "--budget", "20000", "--model", "plimsoll-emulator", "--max-steps", "7",
+        "--no-safety-net", "--compaction", "off", "--budget", "20000", "--model", "plimsoll-emulator", "--max-steps", "7",
         "--max-input-tokens", "90000", "--json",
     )  # fmt: skip
 
@@ -214,6 +214,7 @@ def test_submit_passes_every_job_option(served: Served, key: str, tmp_path: Path
     with served.database.session() as session:
         job = session.get_one(Job, view["id"])
         stored = (job.locale, job.strategy, job.safety_net, job.budget, job.model, job.max_steps, job.max_input_tokens)
+        assert job.compaction == "off"
     assert stored == ("cs", "legacy", False, 20_000, "plimsoll-emulator", 7, 90_000)
 
 
