@@ -38,6 +38,7 @@ from typing import Any, Literal
 from plimsoll.economics import growth_per_call
 from plimsoll.estimate import Profile, count_tokens
 from plimsoll.fitting import DoesNotFit, Plan, apply_plan, note_costs, plan_history
+from plimsoll.fitting import _plan as plan_of
 from plimsoll.history import History, from_outlines
 from plimsoll.messages import BLOCK_OVERHEAD, Message, Outline
 from plimsoll.notices import SUMMARY_HEADER, SUMMARY_INSTRUCTION
@@ -152,6 +153,7 @@ def plan_compaction(
     history = from_outlines(shown)
     last_round = len(shown) - 2 if len(shown) % 2 else len(shown) - 1  # the newest assistant message stays
     person = _person_tokens(history, len(shown))
+    setting = _Setting(budget, profile, overhead, summary)
     if policy == "summarize_all":
         if overhead + sum(history.tokens) <= TRIGGER_SHARE * budget:
             return None
@@ -159,7 +161,7 @@ def plan_compaction(
         cut += 1 - cut % 2  # an assistant message: odd in the view
         if cut > last_round:
             return None
-        return _fresh(shown, cut, budget, profile, overhead, summary, _allowance(budget, person[cut]))
+        return _fresh(shown, cut, setting, _allowance(budget, person[cut]))
     if current.stage not in DROPPING:
         return None
     growth = RUNWAY * _kept_growth(history, profile)
@@ -182,10 +184,10 @@ def plan_compaction(
     cut = chosen
     allowance = _allowance(budget, person[cut])
     if previous is not None and cut <= previous.sent:
-        replay = _replay(history, previous, cut, budget, profile, overhead, summary, allowance)
+        replay = _replay(history, previous, cut, setting, allowance)
         if replay is not None:
             return replay
-    return _fresh(shown, cut, budget, profile, overhead, summary, allowance)
+    return _fresh(shown, cut, setting, allowance)
 
 
 def _kept_growth(history: History, profile: Profile) -> int:
@@ -223,55 +225,43 @@ def _instruction_tokens(keep: int, profile: Profile) -> int:
     return BLOCK_OVERHEAD + count_tokens(instruction(keep), profile)
 
 
-def _replay(
-    history: History,
-    previous: Previous,
-    cut: int,
-    budget: int,
-    profile: Profile,
-    overhead: int,
-    summary: Summary | None,
-    allowance: int,
-) -> Compaction | None:
+@dataclass(frozen=True)
+class _Setting:
+    """What every summary request is planned under."""
+
+    budget: int
+    profile: Profile
+    overhead: int
+    summary: Summary | None
+
+
+def _replay(history: History, previous: Previous, cut: int, setting: _Setting, allowance: int) -> Compaction | None:
     """The previous request again, with the instruction appended: None if it would pass the budget."""
     sent = previous.sent
     if sent > len(history) or sent % 2 == 0:  # it ended with a user message, which is odd in length
         return None
-    note = note_costs(profile).cleared_result
+    note = note_costs(setting.profile).cleared_result
     cleared = set(previous.cleared)
     kept = [(index, tokens, rid) for index, tokens, rid in history.results if index < sent and rid in cleared]
     keep = sent - cut
-    tokens = overhead + sum(history.tokens[:sent]) - sum(t - note for _, t, _ in kept)
-    tokens += _instruction_tokens(keep, profile)
-    if tokens > budget:
+    tokens = setting.overhead + sum(history.tokens[:sent]) - sum(t - note for _, t, _ in kept)
+    tokens += _instruction_tokens(keep, setting.profile)
+    if tokens > setting.budget:
         return None
-    request = Plan(
-        "compaction",
-        tokens,
-        1,
-        tuple(rid for _, _, rid in kept),
-        tuple(sorted({index for index, _, _ in kept})),
-        "none",
-    )
-    return Compaction(stored_index(cut, summary), keep, allowance, request, sent, True)
+    request = plan_of("compaction", tokens, 1, kept, "none")
+    return Compaction(stored_index(cut, setting.summary), keep, allowance, request, sent, True)
 
 
-def _fresh(
-    shown: Sequence[Outline],
-    cut: int,
-    budget: int,
-    profile: Profile,
-    overhead: int,
-    summary: Summary | None,
-    allowance: int,
-) -> Compaction | None:
+def _fresh(shown: Sequence[Outline], cut: int, setting: _Setting, allowance: int) -> Compaction | None:
     """A request over the range alone (view[:cut]), cleared as stage 1 needs: None if it cannot show the
     whole range within the budget."""
     if cut > len(shown) - 2:
         return None
-    chosen = _stage_1(from_outlines(shown[:cut]), budget - _instruction_tokens(0, profile), profile, overhead)
+    instruction_tokens = _instruction_tokens(0, setting.profile)
+    chosen = _stage_1(
+        from_outlines(shown[:cut]), setting.budget - instruction_tokens, setting.profile, setting.overhead
+    )
     if chosen is None:
         return None
-    tokens = chosen.tokens + _instruction_tokens(0, profile)
-    request = Plan("compaction", tokens, 1, chosen.cleared, chosen.cleared_in, "none")
-    return Compaction(stored_index(cut, summary), 0, allowance, request, cut, False)
+    request = Plan("compaction", chosen.tokens + instruction_tokens, 1, chosen.cleared, chosen.cleared_in, "none")
+    return Compaction(stored_index(cut, setting.summary), 0, allowance, request, cut, False)

@@ -204,8 +204,8 @@ def test_submit_passes_every_job_option(served: Served, key: str, tmp_path: Path
 
     outcome = run(
         served, key, "submit", tmp_path / "a.txt", "-i", "Read.", "--locale", "cs", "--strategy", "legacy",
-        "--no-safety-net", "--compaction", "off", "--budget", "20000", "--model", "plimsoll-emulator", "--max-steps", "7",
-        "--max-input-tokens", "90000", "--json",
+        "--no-safety-net", "--compaction", "off", "--budget", "20000", "--model", "plimsoll-emulator",
+        "--max-steps", "7", "--max-input-tokens", "90000", "--json",
     )  # fmt: skip
 
     assert outcome.exit_code == 0, outcome.output
