@@ -268,9 +268,7 @@ def summarize(messages: list[Message], keep: int) -> str:
                 line for line in message_text(message).splitlines() if _NOTE_LINE.match(line) or Progress.parse(line)
             )
             lines.extend(
-                f"CALLED {b['name']} {compact_json(b['input'])}"
-                for b in message["content"]
-                if b["type"] == "tool_use"
+                f"CALLED {b['name']} {compact_json(b['input'])}" for b in message["content"] if b["type"] == "tool_use"
             )
         else:
             lines.extend(f"{PERSON}{t}" for t in _texts(message) if not _SUMMARY_REQUEST.match(t))
