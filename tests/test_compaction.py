@@ -86,6 +86,28 @@ def cases(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
+@st.composite
+def due_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """Cases where auto compaction is likely due: the agent writes at length, results are small, the budget is
+    tight, and the previous request was the history before the newest round."""
+    messages = draw(conversations(max_rounds=30, max_words=80))
+    words = draw(st.integers(100, 300))
+    messages = [_wordy(m, words, i) if m["role"] == "assistant" else m for i, m in enumerate(messages)]
+    overhead = draw(st.integers(0, 300))
+    size = total(messages, overhead)
+    newest = len(messages) - 2 if len(messages) % 2 else len(messages) - 1
+    ids = [rid for i, _, rid in from_outlines([outline(m) for m in messages]).results if i < newest]
+    return {
+        "messages": messages,
+        "overhead": overhead,
+        "summary": None,
+        "text": "",
+        "budget": draw(st.integers(max(1, size * 2 // 5), max(1, size * 9 // 10))),
+        "previous": Previous(newest, tuple(draw(st.lists(st.sampled_from(ids), unique=True))) if ids else ()),
+        "policy": "auto",
+    }
+
+
 def _wordy(message: dict[str, Any], words: int, seed: int) -> dict[str, Any]:
     content = message["content"]
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
@@ -112,7 +134,7 @@ def planned(case: dict[str, Any]) -> Compaction | None:
 
 
 @SETTINGS
-@given(cases())
+@given(cases() | due_cases())
 def test_the_summary_request_fits_its_budget_pairs_up_and_its_count_is_exact(case: dict[str, Any]) -> None:
     compaction = planned(case)
     if compaction is None:
@@ -130,7 +152,7 @@ def test_the_summary_request_fits_its_budget_pairs_up_and_its_count_is_exact(cas
 
 
 @SETTINGS
-@given(cases())
+@given(cases() | due_cases())
 def test_the_request_after_compaction_fits_and_never_splits_a_pair(case: dict[str, Any]) -> None:
     compaction = planned(case)
     if compaction is None:
@@ -145,7 +167,7 @@ def test_the_request_after_compaction_fits_and_never_splits_a_pair(case: dict[st
 
 
 @SETTINGS
-@given(cases())
+@given(cases() | due_cases())
 def test_the_history_is_untouched_and_a_summary_is_never_of_a_summary_of_a_summary(case: dict[str, Any]) -> None:
     before = copy.deepcopy(case["messages"])
     compaction = planned(case)
@@ -163,7 +185,7 @@ def test_the_history_is_untouched_and_a_summary_is_never_of_a_summary_of_a_summa
 
 
 @SETTINGS
-@given(cases())
+@given(cases() | due_cases())
 def test_off_never_compacts_and_auto_only_when_stages_2_or_3_are_due(case: dict[str, Any]) -> None:
     shown = view([outline(m) for m in case["messages"]], case["summary"])
     try:
