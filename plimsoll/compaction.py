@@ -31,7 +31,7 @@ to another share), which the summary quotes word for word.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import accumulate
 from typing import Any, Literal
 
@@ -80,6 +80,7 @@ class Compaction:
     request: Plan  # the summary request over view[:sent], stage "compaction", the instruction counted in
     sent: int  # view messages the summary request sends (the instruction is appended to the last)
     replayed: bool  # the previous request's prefix, replayed: read from the provider's cache
+    partial: bool = False  # covers less than the room needs (its request could not show more): more follows
 
 
 def view(outlines: Sequence[Outline], summary: Summary | None) -> list[Outline]:
@@ -187,7 +188,16 @@ def plan_compaction(
         replay = _replay(history, previous, cut, setting, allowance)
         if replay is not None:
             return replay
-    return _fresh(shown, cut, setting, allowance)
+    fresh = _fresh(shown, cut, setting, allowance)
+    if fresh is not None:
+        return fresh
+    # Planned smaller: the longest range a request can show whole now. The next step compacts again, from this
+    # summary and the originals after it, until there is room.
+    for shorter in range(cut - 2, 2, -2):
+        part = _fresh(shown, shorter, setting, _allowance(budget, person[shorter]))
+        if part is not None:
+            return replace(part, partial=True)
+    return None
 
 
 def _kept_growth(history: History, profile: Profile) -> int:

@@ -162,7 +162,7 @@ def test_the_request_after_compaction_fits_and_never_splits_a_pair(case: dict[st
     result = fit(after, case["budget"], overhead=case["overhead"])
     assert result.tokens <= case["budget"]
     valid(result.messages)
-    if case["policy"] == "auto":  # it makes room: stage 1 with room to spare, not stages 2-3 again
+    if case["policy"] == "auto" and not compaction.partial:  # it makes room: stage 1, not stages 2-3 again
         assert result.stage in STAGE_1
 
 

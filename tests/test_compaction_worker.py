@@ -22,7 +22,9 @@ from tests.test_api import Caller, serve_api
 from tests.test_worker_steps import services
 from worker.chapters import chapters
 from worker.demo import notes_matching
+from worker.errors import TooLong
 from worker.providers import AnthropicProvider
+from worker.providers.base import Reply
 from worker.runner import run_step
 
 INSTRUCTION = "Read every document and write a summary of each document in your own message; then report."
@@ -107,3 +109,41 @@ def test_an_unknown_compaction_is_refused(database: Database) -> None:
     with pytest.raises(InvalidInput, match="unknown compaction 'sometimes'; known: off, auto, summarize_all"):
         long_output_job(database, {}, compaction="sometimes")
     assert POLICIES == ("off", "auto", "summarize_all")
+
+
+class RefusesFirstSummary:
+    """The real provider, but the model rejects the first summary request as too long, stating its size."""
+
+    def __init__(self, provider: AnthropicProvider) -> None:
+        self.provider = provider
+        self.refused = 0
+
+    def send(self, **request: Any) -> Reply:
+        content = request["messages"][-1]["content"]
+        last = content[-1] if isinstance(content, list) else {"type": "text", "text": content}
+        if not self.refused and last["type"] == "text" and last["text"].startswith("[Compaction]"):
+            self.refused += 1
+            raise TooLong("prompt is too long", provider="anthropic")  # no size stated: nothing to correct
+        return self.provider.send(**request)
+
+
+def test_a_summary_request_rejected_as_too_long_never_fails_the_job(
+    database: Database, emulator_reset: EmulatorServer
+) -> None:
+    texts = {c.name: c.text for c in chapters(10, chars=1_600)}
+    job_id, _, _ = long_output_job(database, texts, budget=9_000)
+    model = RefusesFirstSummary(AnthropicProvider(api_key="test", base_url=emulator_reset.base_url))
+    steps = services(database, model, [])
+    for _ in range(120):
+        if run_step(job_id, steps).action == "finished":
+            break
+    with database.session() as session:
+        job = session.get(Job, job_id)
+        assert job is not None and job.status == JobStatus.SUCCEEDED, job.error
+        records = steps_of(session, job_id)
+        refused = [r for r in records if r.stop_reason == "TooLong"]
+        written = session.query(Summary).filter(Summary.job_id == job_id).count()
+    assert model.refused == 1 and [r.stage for r in refused] == ["compaction"]
+    following = records[records.index(refused[0]) + 1]
+    assert following.stage in ("user_turns", "tool_rounds")  # that step went on as stages 2-3 would
+    assert written >= 1  # and a later compaction was written

@@ -78,7 +78,9 @@ def compose(
     shown = view(every, summary)
     chosen, breakpoints = planner(shown)
     due = None
-    if job.strategy == "plimsoll":
+    last = last_step(session, job.id)
+    refused = last is not None and last.stage == "compaction" and last.reported_input_tokens is None
+    if job.strategy == "plimsoll" and not refused:  # after a summary request refused as too long: not now
         due = plan_compaction(
             every,
             budget,
@@ -86,7 +88,7 @@ def compose(
             overhead=overhead,
             summary=summary,
             current=chosen,
-            previous=_previous(session, job, row),
+            previous=_previous(last, row),
             policy=job.compaction,  # type: ignore[arg-type]  # checked when the job was created
         )
     stored = len(every) - len(carried)
@@ -111,9 +113,8 @@ def compose(
     )
 
 
-def _previous(session: Session, job: Job, row: SummaryRow | None) -> Previous | None:
+def _previous(step: Step | None, row: SummaryRow | None) -> Previous | None:
     """The previous request, if a summary request may replay it: answered, at stage 1, over the same summary."""
-    step: Step | None = last_step(session, job.id)
     if step is None or step.reported_input_tokens is None or step.stage not in STAGE_1:
         return None
     if row is not None and step.step <= row.step:

@@ -128,6 +128,11 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
     prepared = begun
     prepared.seconds = time.perf_counter() - started
     answer = _send(prepared, job_id, owner, services)
+    if isinstance(answer, TooLong) and prepared.compaction is not None:  # the job goes on without the summary
+        skipped = _store_surviving_outages(
+            services, partial(_compaction_refused, job_id=job_id, prepared=prepared, error=answer, services=services)
+        )
+        return _after_commit(skipped, services)
     if isinstance(answer, TooLong) and answer.tokens and prepared.strategy in CALIBRATED:
         # A rejection that states the real size is a measurement: plan once more with it, a smaller request.
         replanned = _store_surviving_outages(
@@ -450,6 +455,23 @@ def _answered(
         reported_tokens=usage.total_input,
     )
     return _Done(outcome, wake)
+
+
+def _compaction_refused(
+    session: Session, *, job_id: int, prepared: _Prepared, error: TooLong, services: Services
+) -> _Done | Outcome:
+    """A summary request rejected as too long: recorded (and measured, if the size was stated), and the next
+    step plans without compacting (worker/compaction.py), so a compaction never fails a job."""
+    job = _current(session, job_id, prepared.step)
+    if isinstance(job, Outcome):
+        return job
+    if error.tokens and job.strategy in CALIBRATED:
+        _observe(session, job, estimated=prepared.chosen.tokens, reported=error.tokens)
+    step = prepared.step + 1
+    session.add(_step_record(job, prepared, step, reply=None, seconds=prepared.seconds, stop=type(error).__name__))
+    job.step, job.attempts = step, 0
+    release(job, seconds=services.settings.lease_seconds)
+    return _Done(Outcome(job.id, "continued", step, job.status, stage="compaction"), [(job.id, step, None)])
 
 
 def _observe(session: Session, job: Job, *, estimated: int, reported: int) -> None:
