@@ -387,13 +387,8 @@ def _answered(
     if job.strategy in CALIBRATED and prepared.chosen.tokens > 0:
         _observe(session, job, estimated=prepared.chosen.tokens, reported=usage.total_input)
     step = prepared.step + 1
-    if prepared.compaction is not None:  # a summary, stored beside the history; the next step plans over it
-        store_summary(session, job, prepared.compaction, reply, step=step)
-        job.step, job.attempts = step, 0
-        release(job, seconds=services.settings.lease_seconds)
-        session.add(_step_record(job, prepared, step, reply=reply, seconds=prepared.seconds))
-        outcome = Outcome(job.id, "continued", step, job.status, stage="compaction", reported_tokens=usage.total_input)
-        return _Done(outcome, [(job.id, step, None)])
+    if prepared.compaction is not None:
+        return _compaction_done(session, job, prepared, services, reply=reply)
     assistant = {"role": "assistant", "content": reply.content}
     new_messages: list[dict[str, Any]] = [*prepared.carried, assistant]
     wake: list[Wake] = []
@@ -467,11 +462,25 @@ def _compaction_refused(
         return job
     if error.tokens and job.strategy in CALIBRATED:
         _observe(session, job, estimated=prepared.chosen.tokens, reported=error.tokens)
+    return _compaction_done(session, job, prepared, services, reply=None, stop=type(error).__name__)
+
+
+def _compaction_done(
+    session: Session, job: Job, prepared: _Prepared, services: Services, *, reply: Reply | None, stop: str | None = None
+) -> _Done:
+    """A compaction step ends: its summary stored beside the history (none if the request was refused), delegate
+    results that arrived kept, and the next step, which plans over the summary, queued."""
     step = prepared.step + 1
-    session.add(_step_record(job, prepared, step, reply=None, seconds=prepared.seconds, stop=type(error).__name__))
+    if reply is not None and prepared.compaction is not None:
+        store_summary(session, job, prepared.compaction, reply, step=step)
+    if prepared.carried:
+        append_messages(session, job, prepared.carried, step=step)
     job.step, job.attempts = step, 0
     release(job, seconds=services.settings.lease_seconds)
-    return _Done(Outcome(job.id, "continued", step, job.status, stage="compaction"), [(job.id, step, None)])
+    session.add(_step_record(job, prepared, step, reply=reply, seconds=prepared.seconds, stop=stop))
+    reported = reply.usage.total_input if reply else None
+    outcome = Outcome(job.id, "continued", step, job.status, stage="compaction", reported_tokens=reported)
+    return _Done(outcome, [(job.id, step, None)])
 
 
 def _observe(session: Session, job: Job, *, estimated: int, reported: int) -> None:
