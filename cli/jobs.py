@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from api.client import DEFAULT_API_URL, ApiUnreachable, ClientError, PlimsollClient
-from api.schemas import DocumentsCreated, JobIn, JobView, MessageView
+from api.schemas import DocumentsCreated, JobIn, JobView, MessageView, SummaryView
 from api.watch import FINISHED, watch_job
 from cli.common import (
     ApiKey,
@@ -255,6 +255,10 @@ def messages(
     api_key: ApiKey,
     offset: Offset = 0,
     limit: Limit = 20,
+    summary: Annotated[
+        int | None,
+        typer.Option(help="The summary that compaction step STEP wrote, then the stored messages it covers."),
+    ] = None,
     as_json: Json = False,
     api_url: ApiUrl = DEFAULT_API_URL,
 ) -> None:
@@ -263,7 +267,19 @@ def messages(
     Long blocks are shortened; --json has them whole."""
     out, err = consoles()
     with api(api_url, api_key) as client:
+        written = None if summary is None else _summary_of(client, job, summary)
+        if written is not None:  # the originals it covers: offset and limit count from its first message
+            offset, limit = (
+                written.first_seq + offset,
+                max(0, min(limit, written.last_seq - written.first_seq - offset + 1)),
+            )
         page = client.messages(job, offset=offset, limit=limit)
+    if written is not None and not as_json:
+        out.print(
+            f"summary of #{written.first_seq}–#{written.last_seq} · step {summary}", style="bold", highlight=False
+        )
+        plain(out, written.content)
+        out.print()
     if as_json:
         print_json(page)
         return
@@ -275,6 +291,20 @@ def messages(
     if not page.items:
         plain(err, f"Job {job} has no messages{' there' if page.total else ''}.")
     _more(err, shown=len(page.items), offset=offset, total=page.total)
+
+
+def _summary_of(client: PlimsollClient, job: int, step: int) -> SummaryView:
+    """The summary compaction step ``step`` of ``job`` wrote; exit 1 saying so if it wrote none."""
+    offset = 0
+    while True:
+        page = client.steps(job, offset=offset, limit=100)
+        found = [s.summary for s in page.items if s.step == step and s.summary is not None]
+        if found:
+            return found[0]
+        offset += len(page.items)
+        if not page.items or offset >= page.total:
+            plain(consoles()[1], f"Step {step} of job {job} wrote no summary.")
+            raise typer.Exit(1)
 
 
 def message_lines(message: MessageView) -> list[str]:
