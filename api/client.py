@@ -106,6 +106,7 @@ class PlimsollClient:
         locale: str | None = None,
         strategy: str = "plimsoll",
         safety_net: bool = True,
+        compaction: str | None = None,
         max_steps: int | None = None,
         max_input_tokens: int | None = None,
     ) -> JobView:
@@ -117,6 +118,7 @@ class PlimsollClient:
             locale=locale,
             strategy=strategy,
             safety_net=safety_net,
+            compaction=compaction,
             max_steps=max_steps,
             max_input_tokens=max_input_tokens,
         )

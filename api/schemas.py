@@ -96,6 +96,9 @@ class JobIn(Input):
         default="plimsoll", description="plimsoll, or original / legacy / unbatched to reproduce old failures"
     )
     safety_net: bool = Field(default=True, description="tell the agent that old tool results are cleared")
+    compaction: str | None = Field(
+        default=None, description="auto: summarize what stages 2-3 would drop; off: drop it (default: auto)"
+    )
     max_steps: int | None = Field(
         default=None, ge=1, le=100_000, description="stop the job after this many steps; default from the settings"
     )
@@ -231,6 +234,14 @@ class MessageView(Schema):
     created_at: datetime
 
 
+class SummaryView(Schema):
+    first_seq: int = Field(description="the first stored message it covers (GET .../messages?offset=first_seq)")
+    last_seq: int = Field(description="the last stored message it covers")
+    token_estimate: int
+    replayed: bool = Field(description="its request replayed the previous request's prefix (read from the cache)")
+    content: str
+
+
 class StepView(Schema):
     step: int
     stage: str
@@ -247,6 +258,9 @@ class StepView(Schema):
     stop_reason: str | None
     overhead_ms: float
     created_at: datetime
+    summary: SummaryView | None = Field(
+        default=None, description="a compaction (stage 'compaction'): the summary it wrote, which later requests send"
+    )
 
 
 # Notices

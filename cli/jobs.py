@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from api.client import DEFAULT_API_URL, ApiUnreachable, ClientError, PlimsollClient
-from api.schemas import DocumentsCreated, JobIn, JobView, MessageView
+from api.schemas import DocumentsCreated, JobIn, JobView, MessageView, SummaryView
 from api.watch import FINISHED, watch_job
 from cli.common import (
     ApiKey,
@@ -61,6 +61,9 @@ def submit(
     safety_net: Annotated[
         bool, typer.Option("--safety-net/--no-safety-net", help="Tell the agent that old tool results are cleared.")
     ] = True,
+    compaction: Annotated[
+        str | None, typer.Option(help="auto: summarize what would be dropped; off: drop it (default: auto).")
+    ] = None,
     max_steps: Annotated[int | None, typer.Option(help="Stop the job after this many steps.")] = None,
     max_input_tokens: Annotated[
         int | None, typer.Option(help="Stop the job before its requests add up to more input tokens.")
@@ -85,6 +88,7 @@ def submit(
             locale=locale,
             strategy=strategy,
             safety_net=safety_net,
+            compaction=compaction,
             max_steps=max_steps,
             max_input_tokens=max_input_tokens,
             allow_retired_model=allow_retired_model,
@@ -235,8 +239,10 @@ def steps(
     listing = table(*columns)
     for step in page.items:
         reported = "–" if step.reported_input_tokens is None else f"{step.reported_input_tokens:,}"
+        summary = step.summary
+        stage = step.stage if summary is None else f"{step.stage} of {summary.first_seq}–{summary.last_seq}"
         listing.add_row(
-            str(step.step), step.stage, f"{step.estimated_tokens:,}", reported, f"{step.planning_budget:,}",
+            str(step.step), stage, f"{step.estimated_tokens:,}", reported, f"{step.planning_budget:,}",
             str(len(step.cleared)), str(step.dropped), step.stop_reason or "–",
         )  # fmt: skip
     out.print(listing)
@@ -249,6 +255,10 @@ def messages(
     api_key: ApiKey,
     offset: Offset = 0,
     limit: Limit = 20,
+    summary: Annotated[
+        int | None,
+        typer.Option(help="The summary that compaction step STEP wrote, then the stored messages it covers."),
+    ] = None,
     as_json: Json = False,
     api_url: ApiUrl = DEFAULT_API_URL,
 ) -> None:
@@ -257,7 +267,19 @@ def messages(
     Long blocks are shortened; --json has them whole."""
     out, err = consoles()
     with api(api_url, api_key) as client:
+        written = None if summary is None else _summary_of(client, job, summary)
+        if written is not None:  # the originals it covers: offset and limit count from its first message
+            offset, limit = (
+                written.first_seq + offset,
+                max(0, min(limit, written.last_seq - written.first_seq - offset + 1)),
+            )
         page = client.messages(job, offset=offset, limit=limit)
+    if written is not None and not as_json:
+        out.print(
+            f"summary of #{written.first_seq}–#{written.last_seq} · step {summary}", style="bold", highlight=False
+        )
+        plain(out, written.content)
+        out.print()
     if as_json:
         print_json(page)
         return
@@ -269,6 +291,20 @@ def messages(
     if not page.items:
         plain(err, f"Job {job} has no messages{' there' if page.total else ''}.")
     _more(err, shown=len(page.items), offset=offset, total=page.total)
+
+
+def _summary_of(client: PlimsollClient, job: int, step: int) -> SummaryView:
+    """The summary compaction step ``step`` of ``job`` wrote; exit 1 saying so if it wrote none."""
+    offset = 0
+    while True:
+        page = client.steps(job, offset=offset, limit=100)
+        found = [s.summary for s in page.items if s.step == step and s.summary is not None]
+        if found:
+            return found[0]
+        offset += len(page.items)
+        if not page.items or offset >= page.total:
+            plain(consoles()[1], f"Step {step} of job {job} wrote no summary.")
+            raise typer.Exit(1)
 
 
 def message_lines(message: MessageView) -> list[str]:

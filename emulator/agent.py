@@ -14,6 +14,13 @@ from the request it is sent.
 - With every document noted it answers ``REPORT: <n> documents`` and the NOTE lines, in order.
 - Given a ``delegate`` tool and more than ``delegate_group`` documents, it hands out groups in parallel calls
   instead and, once every group has answered, reports their notes together.
+- Asked for a written summary of each document (``WRITTEN_SUMMARY_PHRASE`` in its instruction), it quotes the
+  opening of each document it notes under a SUMMARY line in its own message: long messages nothing can clear.
+- The person's later turns (user messages with text) may name more documents in backticks; it reads those too.
+- A summary request (Plimsoll's compaction: the last block asks for a summary of the conversation but its last
+  ``keep`` messages) is answered with the summary alone: the earlier summary's lines, then for each message of
+  the range its NOTE and PAGE lines, a CALLED line per tool call and a PERSON line per text of the person, word
+  for word; nothing invented. A summary block in the first message (``SUMMARY_BLOCK``) counts as notes written.
 - Space-anxious: if its instructions lack the safety net ("cleared automatically") and the request already
   passes a quarter of the context budget the system prompt states, it stops early to save space.
 """
@@ -26,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emulator.conversation import Conversation, Message, message_text, tool_result_texts
+from emulator.counting import compact_json
 from emulator.pages import Progress, ReadResult, opening_of, reading
 
 LIST_DOCUMENTS = "list_documents"
@@ -34,10 +42,15 @@ DELEGATE = "delegate"
 
 SAFETY_NET_PHRASE = "cleared automatically"
 CLEARED_MAX_CHARS = 500
+WRITTEN_SUMMARY_PHRASE = "summary of each document"
+WRITTEN_SUMMARY_CHARS = 1_500
+SUMMARY_BLOCK = "[Summary of earlier work"
+PERSON = "PERSON: "
 
 _DOCUMENT_NAME = re.compile(r"`([^`\n]+)`")
 _NOTE_LINE = re.compile(r'^NOTE (?P<name>.+?): (?:\d+ chars, sha256 [0-9a-f]{12}, starts ".*"|unreadable, error ".*")$')
 _CLEARED_WORD = re.compile(r"\bcleared\b", re.IGNORECASE)
+_SUMMARY_REQUEST = re.compile(r"^\[Compaction\] .*? up to, but not including, its last (\d+) messages", re.DOTALL)
 _BUDGET = re.compile(r"context budget[^0-9]{0,20}([0-9][0-9,_]*) tokens", re.IGNORECASE)
 
 
@@ -71,6 +84,9 @@ def delegate_task(names: list[str]) -> str:
 
 def decide(conversation: Conversation, *, input_tokens: int, anxious: bool, delegate_group: int) -> AgentTurn:
     """The agent's next message for this request."""
+    keep = _summary_request(conversation.messages)
+    if keep is not None:
+        return AgentTurn(summarize(conversation.messages, keep))
     instruction = _instruction(conversation.messages)
     tools = conversation.tool_names
     if READ_DOCUMENT not in tools and DELEGATE not in tools:
@@ -78,7 +94,7 @@ def decide(conversation: Conversation, *, input_tokens: int, anxious: bool, dele
     seen = _Seen.of(conversation.messages)
     stop_early = anxious and _space_anxious(conversation.system_text, instruction, input_tokens)
 
-    names = _unique(_DOCUMENT_NAME.findall(instruction))
+    names = _unique(_DOCUMENT_NAME.findall("\n".join([instruction, *_person_texts(conversation.messages)])))
     if not names and LIST_DOCUMENTS in tools:
         listing = seen.latest_result(LIST_DOCUMENTS)
         if listing is None:
@@ -92,10 +108,10 @@ def decide(conversation: Conversation, *, input_tokens: int, anxious: bool, dele
 
     if DELEGATE in tools and (len(names) > delegate_group or READ_DOCUMENT not in tools):
         return _delegating(names, seen, delegate_group, stop_early)
-    return _reading(names, seen, stop_early)
+    return _reading(names, seen, stop_early, written=WRITTEN_SUMMARY_PHRASE in instruction.lower())
 
 
-def _reading(names: list[str], seen: _Seen, stop_early: bool) -> AgentTurn:
+def _reading(names: list[str], seen: _Seen, stop_early: bool, *, written: bool = False) -> AgentTurn:
     notes = dict(seen.notes)
     new_lines = []
     read_on: dict[str, int] = {}
@@ -106,6 +122,9 @@ def _reading(names: list[str], seen: _Seen, stop_early: bool) -> AgentTurn:
         if shown.note is not None:
             notes[name] = shown.note
             new_lines.append(shown.note)
+            reads = seen.reads_of(name)
+            if written and reads:
+                new_lines.append(f"SUMMARY {name}: {reads[-1].text[:WRITTEN_SUMMARY_CHARS]}")
             continue
         if shown.moved_on and shown.progress is not None:
             new_lines.append(shown.progress.line())
@@ -169,15 +188,16 @@ class _Seen:
         notes: dict[str, str] = {}
         progress: dict[str, Progress] = {}
         for message in messages:
+            written = message_text(message) if message["role"] == "assistant" else _summary_texts(message)
+            for line in written.splitlines():
+                match = _NOTE_LINE.match(line)
+                if match:
+                    notes.setdefault(match["name"], line)
+                page_note = Progress.parse(line)
+                known = progress.get(page_note.name) if page_note else None
+                if page_note and (known is None or page_note.end > known.end):
+                    progress[page_note.name] = page_note
             if message["role"] == "assistant":
-                for line in message_text(message).splitlines():
-                    match = _NOTE_LINE.match(line)
-                    if match:
-                        notes.setdefault(match["name"], line)
-                    page_note = Progress.parse(line)
-                    known = progress.get(page_note.name) if page_note else None
-                    if page_note and (known is None or page_note.end > known.end):
-                        progress[page_note.name] = page_note
                 for block in message["content"]:
                     if block["type"] == "tool_use":
                         calls[block["id"]] = ToolCall(block["name"], block["input"])
@@ -204,10 +224,55 @@ class _Seen:
 
 
 def _instruction(messages: list[Message]) -> str:
+    """The first user message's own text (a summary appended to it aside)."""
     for message in messages:
         if message["role"] == "user":
-            return message_text(message)
+            return "\n".join(t for t in _texts(message) if not t.startswith(SUMMARY_BLOCK))
     return ""
+
+
+def _texts(message: Message) -> list[str]:
+    return [block["text"] for block in message["content"] if block["type"] == "text"]
+
+
+def _summary_texts(message: Message) -> str:
+    return "\n".join(t for t in _texts(message) if t.startswith(SUMMARY_BLOCK))
+
+
+def _person_texts(messages: list[Message]) -> list[str]:
+    """The person's words after the first message: texts of later user messages (not summary requests), and
+    the PERSON lines of a summary."""
+    texts = [line for line in _summary_texts(messages[0]).splitlines() if line.startswith(PERSON)] if messages else []
+    for message in messages[1:]:
+        if message["role"] == "user":
+            texts.extend(t for t in _texts(message) if not _SUMMARY_REQUEST.match(t))
+    return texts
+
+
+def _summary_request(messages: list[Message]) -> int | None:
+    """How many messages at the end a summary request leaves out of the summary; None: not a summary request."""
+    if not messages or messages[-1]["role"] != "user" or not messages[-1]["content"]:
+        return None
+    last = messages[-1]["content"][-1]
+    match = _SUMMARY_REQUEST.match(last["text"]) if last["type"] == "text" else None
+    return int(match[1]) if match else None
+
+
+def summarize(messages: list[Message], keep: int) -> str:
+    """The summary of ``messages`` but the last ``keep``: the earlier summary's lines, then the NOTE and PAGE
+    lines, tool calls and the person's words of each message, in order."""
+    lines = _summary_texts(messages[0]).splitlines()[1:]
+    for message in messages[1 : len(messages) - keep]:
+        if message["role"] == "assistant":
+            lines.extend(
+                line for line in message_text(message).splitlines() if _NOTE_LINE.match(line) or Progress.parse(line)
+            )
+            lines.extend(
+                f"CALLED {b['name']} {compact_json(b['input'])}" for b in message["content"] if b["type"] == "tool_use"
+            )
+        else:
+            lines.extend(f"{PERSON}{t}" for t in _texts(message) if not _SUMMARY_REQUEST.match(t))
+    return "\n".join(lines)
 
 
 def _is_cleared(text: str) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from models.tables import Job, Message
+from models.tables import Job, Message, Summary
 from plimsoll import Outline, outline
 
 
@@ -54,6 +54,11 @@ def message_bodies(session: Session, job_id: int, seqs: Iterable[int]) -> dict[i
 
 def all_messages(session: Session, job_id: int) -> list[Message]:
     return list(session.scalars(select(Message).where(Message.job_id == job_id).order_by(Message.seq)))
+
+
+def summaries_of(session: Session, job_id: int) -> list[Summary]:
+    """The job's summaries (compaction), oldest first: each covers stored messages it never changed."""
+    return list(session.scalars(select(Summary).where(Summary.job_id == job_id).order_by(Summary.step)))
 
 
 READ_DOCUMENT = "read_document"

@@ -16,9 +16,11 @@ from models.history import append_messages
 from models.model_facts import learned_limits, model_calibration
 from models.settings import get_settings
 from models.tables import Job, JobDocument, JobKind, JobStatus, Step, now
+from plimsoll.compaction import POLICIES
 
 STRATEGIES = ("plimsoll", "original", "legacy", "unbatched")
 CALIBRATED = ("plimsoll", "unbatched")  # the reproductions of the published failures run uncorrected
+COMPACTION = "auto"  # the default: see bench/results/compaction.md
 
 
 def opening_message(instruction: str, names: Sequence[str]) -> dict[str, Any]:
@@ -43,6 +45,7 @@ def create_job(
     locale: str | None = None,
     strategy: str = "plimsoll",
     safety_net: bool = True,
+    compaction: str | None = None,
     max_steps: int | None = None,
     max_input_tokens: int | None = None,
     allow_retired_model: bool = False,
@@ -62,6 +65,9 @@ def create_job(
         raise InvalidInput("a document is listed twice")
     if strategy not in STRATEGIES:
         raise InvalidInput(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+    compaction = COMPACTION if compaction is None else compaction
+    if compaction not in POLICIES:
+        raise InvalidInput(f"unknown compaction {compaction!r}; known: {', '.join(POLICIES)}")
     name = model or settings.default_model
     known = learned_limits(session, name)
     try:
@@ -102,6 +108,7 @@ def create_job(
         locale=locale or settings.default_locale,
         strategy=strategy,
         safety_net=safety_net,
+        compaction=compaction,
         status=JobStatus.QUEUED,
         calibration=model_calibration(session, spec.name, spec.profile) if strategy in CALIBRATED else {},
         max_steps=max_steps,

@@ -107,6 +107,9 @@ class Job(Base):
     # time, which breaks the prompt cache at every call).
     strategy: Mapped[str] = mapped_column(String(16), default="plimsoll")
     safety_net: Mapped[bool] = mapped_column(default=True)  # tell the agent that old results are cleared
+    # What stages 2 and 3 would drop is summarized first ("auto"), or not ("off"); "summarize_all" is the
+    # summarize-everything baseline of the benchmark (plimsoll.compaction).
+    compaction: Mapped[str] = mapped_column(String(16), default="auto")
     status: Mapped[str] = mapped_column(String(20), default=JobStatus.QUEUED, index=True)
     step: Mapped[int] = mapped_column(Integer, default=0)  # steps completed
     final_answer: Mapped[str | None] = mapped_column(Text)
@@ -203,6 +206,29 @@ class Step(Base):
     created_at: Mapped[datetime] = mapped_column(default=now)
 
     __table_args__ = (UniqueConstraint("job_id", "step", name="uq_steps_job_step"),)
+
+
+class Summary(Base):
+    """A summary of the stored messages ``first_seq .. last_seq`` of a job, written by the model in a step of its
+    own (a compaction); later requests carry it in place of those messages, which stay stored unchanged."""
+
+    __tablename__ = "summaries"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)  # the step whose request asked for it
+    first_seq: Mapped[int] = mapped_column(Integer)  # always 1: a summary starts after the first message
+    last_seq: Mapped[int] = mapped_column(Integer)  # the last message it covers (a tool result or user turn)
+    content: Mapped[str] = mapped_column(Text)
+    token_estimate: Mapped[int] = mapped_column(Integer)  # of the block carrying it in the first message
+    replayed: Mapped[bool] = mapped_column(default=False)  # its request replayed the previous request's prefix
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0)  # its request's usage, as reported
+    cache_read_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cache_write_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=now)
+
+    __table_args__ = (UniqueConstraint("job_id", "step", name="uq_summaries_job_step"),)
 
 
 class ModelFacts(Base):

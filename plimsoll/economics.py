@@ -97,7 +97,7 @@ class CachePlan:
     cold: bool  # planned as if nothing were cached (the caller pays the whole prefix anyway)
 
 
-def _growth(tokens: Sequence[int]) -> int:
+def growth_per_call(tokens: Sequence[int]) -> int:
     """Tokens a call adds, going by the newest rounds (an assistant message and the user message answering it)."""
     rounds = min(RECENT_ROUNDS, (len(tokens) - 1) // 2)
     return sum(tokens[len(tokens) - 2 * rounds :]) // rounds if rounds else 0
@@ -144,7 +144,7 @@ def plan_economic(
         pinned.append(result)
         room -= result[1]
     free = eligible[len(pinned) :]
-    low = min(int(economy.low_water * budget), budget - RUNWAY * _growth(history.tokens))
+    low = min(int(economy.low_water * budget), budget - RUNWAY * growth_per_call(history.tokens))
 
     def size_with(cleared: Collection[str]) -> int:
         return total - sum(tokens - note for _, tokens, rid in eligible if rid in cleared)

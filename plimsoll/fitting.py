@@ -30,7 +30,7 @@ from plimsoll.messages import BLOCK_OVERHEAD, Message, Outline, estimate_message
 from plimsoll.notices import CLEARED_RESULT_NOTE, TRUNCATION_NOTE
 from plimsoll.profiles import get_profile
 
-Stage = Literal["as_is", "cleared_results", "user_turns", "tool_rounds"]
+Stage = Literal["as_is", "cleared_results", "user_turns", "tool_rounds", "compaction"]  # compaction: a summary request
 BATCH = 4  # results are cleared four at a time, so the request prefix changes only once every few calls
 ADAPTIVE_SHARE = 8  # an adaptive batch also frees at least budget // ADAPTIVE_SHARE tokens
 Batching = Literal["four", "adaptive", "one"]  # "one": a result at a time, the cache-breaking way, for comparison

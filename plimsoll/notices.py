@@ -11,7 +11,10 @@ AGENT_SAFETY_NET = (
     "tool results are cleared automatically and replaced by a short note, while the newest results stay whole; "
     "nothing you have done is lost. So never stop or shorten a long task to save space or tokens: keep going "
     "until the whole task is done. If you need something from a result that was cleared, run the tool again "
-    "(for example, read the file again)."
+    "(for example, read the file again). When clearing is not enough, the earlier part of the conversation may "
+    'be summarized: the summary follows the first message, under "[Summary of earlier work", with the notes '
+    "you wrote, the tools you called and the person's messages word for word, so keep your notes in your own "
+    "messages."
 )
 
 CLEARED_RESULT_NOTE = (
@@ -22,6 +25,19 @@ CLEARED_RESULT_NOTE = (
 TRUNCATION_NOTE = (
     "[Earlier messages of this conversation were left out of this request to keep it within the model's "
     "context. They are still stored. Run a tool again if you need something from them.]"
+)
+
+# Compaction (plimsoll.compaction): the request asking for a summary of the earlier part of the conversation,
+# appended to the prefix the previous request sent, and the header of the summary where later requests carry it.
+SUMMARY_INSTRUCTION = (
+    "[Compaction] Before going on, write a summary of this conversation from its start up to, but not "
+    "including, its last {keep} messages: that part will be left out of later requests and replaced by your "
+    "summary. Copy every NOTE and PAGE line you wrote exactly, list each tool you called with its input, and "
+    "quote the person's messages word for word. Invent nothing. Answer with the summary only; call no tool."
+)
+SUMMARY_HEADER = (
+    "[Summary of earlier work: messages 1 to {last} of this conversation were left out of this request to keep "
+    "it within the model's context. They are still stored. What they held:]"
 )
 
 TOO_LONG_NOTICES: dict[str, str] = {

@@ -25,7 +25,7 @@ from models.db import Database
 from models.history import append_messages
 from models.jobs import create_job
 from models.settings import get_settings
-from models.tables import Document, Job, JobKind, JobStatus, Notice
+from models.tables import Document, Job, JobKind, JobStatus, Notice, Summary
 from tests.support_api import new_tenant, read, result, step_row
 from tests.support_cli import Served, finish_later, serving, set_job, tenant_of
 
@@ -187,6 +187,28 @@ def test_messages_pages_through_the_conversation_and_shortens_long_blocks(served
     assert message["content"][0]["content"] == long_text
 
 
+def test_messages_shows_a_compactions_summary_then_the_originals_it_covers(served: Served, key: str) -> None:
+    job = new_job(served, key)
+    with served.database.session() as session:
+        stored = session.get_one(Job, job)
+        append_messages(session, stored, [read("t1", "a.txt"), result("t1"), read("t2", "b.txt"), result("t2")], step=1)
+        session.add_all([step_row(job, 1, stage="cleared_results"), step_row(job, 2, stage="compaction")])
+        summary = 'NOTE a.txt: 6 chars, sha256 0123456789ab, starts "Alpha."'
+        session.add(Summary(job_id=job, step=2, first_seq=1, last_seq=2, content=summary, token_estimate=30))
+
+    shown = run(served, key, "messages", str(job), "--summary", "2")
+    steps = run(served, key, "steps", str(job))
+    none = run(served, key, "messages", str(job), "--summary", "1")
+
+    assert shown.exit_code == steps.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    assert lines[:2] == ["summary of #1–#2 · step 2", summary]
+    assert "#1 · step 1 · assistant" in lines and "#2 · step 1 · user" in lines
+    assert "#3 · step 1 · assistant" not in lines  # only the originals it covers
+    assert "compaction of 1–2" in steps.stdout
+    assert none.exit_code == 1 and "Step 1 of job" in none.stderr and "wrote no summary" in none.stderr
+
+
 def test_steps_and_messages_of_another_tenants_job_are_not_found(served: Served, key: str) -> None:
     job = new_job(served, key)
     stranger = new_tenant(served.database)[1]
@@ -204,8 +226,8 @@ def test_submit_passes_every_job_option(served: Served, key: str, tmp_path: Path
 
     outcome = run(
         served, key, "submit", tmp_path / "a.txt", "-i", "Read.", "--locale", "cs", "--strategy", "legacy",
-        "--no-safety-net", "--budget", "20000", "--model", "plimsoll-emulator", "--max-steps", "7",
-        "--max-input-tokens", "90000", "--json",
+        "--no-safety-net", "--compaction", "off", "--budget", "20000", "--model", "plimsoll-emulator",
+        "--max-steps", "7", "--max-input-tokens", "90000", "--json",
     )  # fmt: skip
 
     assert outcome.exit_code == 0, outcome.output
@@ -214,6 +236,7 @@ def test_submit_passes_every_job_option(served: Served, key: str, tmp_path: Path
     with served.database.session() as session:
         job = session.get_one(Job, view["id"])
         stored = (job.locale, job.strategy, job.safety_net, job.budget, job.model, job.max_steps, job.max_input_tokens)
+        assert job.compaction == "off"
     assert stored == ("cs", "legacy", False, 20_000, "plimsoll-emulator", 7, 90_000)
 
 

@@ -14,6 +14,7 @@ from emulator import EmulatorServer
 from emulator.sha256 import RunningSha256
 from plimsoll.notices import AGENT_SAFETY_NET, CLEARED_RESULT_NOTE
 from tests.fixtures_emulator import DELEGATE_TOOL, DOCUMENT_TOOLS, play_documents
+from tests.support_emulator import expected_note
 from worker.errors import TooLong
 from worker.providers import AnthropicProvider, OpenAIProvider
 
@@ -27,14 +28,6 @@ def make_documents(count: int, words: int = 220) -> dict[str, str]:
         f"doc{n:02d}.txt": f"Document {n}.\n" + " ".join(rng.choice(WORDS) for _ in range(words))
         for n in range(1, count + 1)
     }
-
-
-def expected_note(name: str, text: str) -> str:
-    """Recomputed here from the stored document, so a note the agent guessed would not match."""
-    opening = " ".join(text.split())[:30]
-    return (
-        f'NOTE {name}: {len(text)} chars, sha256 {hashlib.sha256(text.encode()).hexdigest()[:12]}, starts "{opening}"'
-    )
 
 
 def expected_report(documents: dict[str, str]) -> str:

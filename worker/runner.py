@@ -36,16 +36,16 @@ from plimsoll import (
     DoesNotFit,
     Outline,
     Plan,
-    bodies_needed,
-    build_request,
     estimate_tokens,
     outline,
     plan,
     plan_cached,
 )
+from plimsoll.compaction import Compaction
 from plimsoll.fitting import Batching
 from plimsoll.messages import BLOCK_OVERHEAD, MESSAGE_OVERHEAD
 from plimsoll.notices import new_chat_notice, stopped_notice
+from worker.compaction import compose, store_summary
 from worker.errors import ProviderError, TooLong
 from worker.lease import Heartbeat, deadline, held_by_another, release
 from worker.legacy import legacy_plan
@@ -111,6 +111,7 @@ class _Prepared:
     seconds: float = 0.0  # time spent in our code
     rejected: tuple[int, int] | None = None  # a first attempt rejected as too long: (our estimate, its real size)
     breakpoints: tuple[int, ...] = ()  # request messages ending a prefix the next requests keep
+    compaction: Compaction | None = None  # the request asks for a summary of this range (worker/compaction.py)
 
 
 def run_step(job_id: int, services: Services, *, step: int | None = None) -> Outcome:
@@ -128,6 +129,11 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
     prepared = begun
     prepared.seconds = time.perf_counter() - started
     answer = _send(prepared, job_id, owner, services)
+    if isinstance(answer, TooLong) and prepared.compaction is not None:  # the job goes on without the summary
+        skipped = _store_surviving_outages(
+            services, partial(_compaction_refused, job_id=job_id, prepared=prepared, error=answer, services=services)
+        )
+        return _after_commit(skipped, services)
     if isinstance(answer, TooLong) and answer.tokens and prepared.strategy in CALIBRATED:
         # A rejection that states the real size is a measurement: plan once more with it, a smaller request.
         replanned = _store_surviving_outages(
@@ -299,32 +305,31 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
     calibrator = Calibrator.from_dict(job.calibration, floor=services.settings.calibration_floor)
     factor = calibrator.factor if job.strategy in CALIBRATED else 1.0
     planning_budget = int(job.budget / factor)
-    try:
-        chosen, breakpoints = _plan(session, job, every, planning_budget, overhead, services.settings)
+    planner = partial(_plan, session, job, budget=planning_budget, overhead=overhead, settings=services.settings)
+    try:  # over the job's latest summary; a summary request instead when a compaction is due
+        composed = compose(session, job, every, carried, planner, budget=planning_budget, overhead=overhead)
     except DoesNotFit as error:
         raise _NothingFits(error, carried, first_fits=every[0].tokens + overhead <= planning_budget) from error
-    needed = [i for i in bodies_needed(chosen, every) if i < len(outlines)]
-    bodies: dict[int, Any] = dict(message_bodies(session, job.id, needed))
-    bodies.update({len(outlines) + i: message for i, message in enumerate(carried)})
     return _Prepared(
         step=job.step,
         strategy=job.strategy,
         provider=services.provider_for(job),
         model=job.model,
-        max_tokens=job.max_output_tokens,
-        system=system,
-        tools=tools,
-        request=build_request(chosen, every, bodies),
-        chosen=chosen,
+        max_tokens=composed.max_tokens or job.max_output_tokens,
+        system=system if composed.system is None else composed.system,
+        tools=tools if composed.tools is None else composed.tools,
+        request=composed.request,
+        chosen=composed.plan,
         planning_budget=planning_budget,
         factor=factor,
         carried=carried,
-        breakpoints=breakpoints,
+        breakpoints=composed.breakpoints,
+        compaction=composed.compaction,
     )
 
 
 def _plan(
-    session: Session, job: Job, every: list[Outline], budget: int, overhead: int, settings: Settings
+    session: Session, job: Job, every: list[Outline], *, budget: int, overhead: int, settings: Settings
 ) -> tuple[Plan, tuple[int, ...]]:
     """What the next request sends, and where the provider's cache breakpoints go (empty: the adapter's own).
     Plimsoll's strategy clears where the prompt cache makes it cheapest, from what it knows of the previous
@@ -394,6 +399,8 @@ def _answered(
     if job.strategy in CALIBRATED and prepared.chosen.tokens > 0:
         _observe(session, job, estimated=prepared.chosen.tokens, reported=usage.total_input)
     step = prepared.step + 1
+    if prepared.compaction is not None:
+        return _compaction_done(session, job, prepared, services, reply=reply)
     assistant = {"role": "assistant", "content": reply.content}
     new_messages: list[dict[str, Any]] = [*prepared.carried, assistant]
     wake: list[Wake] = []
@@ -455,6 +462,37 @@ def _answered(
         reported_tokens=usage.total_input,
     )
     return _Done(outcome, wake)
+
+
+def _compaction_refused(
+    session: Session, *, job_id: int, prepared: _Prepared, error: TooLong, services: Services
+) -> _Done | Outcome:
+    """A summary request rejected as too long: recorded (and measured, if the size was stated), and the next
+    step plans without compacting (worker/compaction.py), so a compaction never fails a job."""
+    job = _current(session, job_id, prepared.step)
+    if isinstance(job, Outcome):
+        return job
+    if error.tokens and job.strategy in CALIBRATED:
+        _observe(session, job, estimated=prepared.chosen.tokens, reported=error.tokens)
+    return _compaction_done(session, job, prepared, services, reply=None, stop=type(error).__name__)
+
+
+def _compaction_done(
+    session: Session, job: Job, prepared: _Prepared, services: Services, *, reply: Reply | None, stop: str | None = None
+) -> _Done:
+    """A compaction step ends: its summary stored beside the history (none if the request was refused), delegate
+    results that arrived kept, and the next step, which plans over the summary, queued."""
+    step = prepared.step + 1
+    if reply is not None and prepared.compaction is not None:
+        store_summary(session, job, prepared.compaction, reply, step=step)
+    if prepared.carried:
+        append_messages(session, job, prepared.carried, step=step)
+    job.step, job.attempts = step, 0
+    release(job, seconds=services.settings.lease_seconds)
+    session.add(_step_record(job, prepared, step, reply=reply, seconds=prepared.seconds, stop=stop))
+    reported = reply.usage.total_input if reply else None
+    outcome = Outcome(job.id, "continued", step, job.status, stage="compaction", reported_tokens=reported)
+    return _Done(outcome, [(job.id, step, None)])
 
 
 def _observe(session: Session, job: Job, *, estimated: int, reported: int) -> None:
@@ -574,6 +612,7 @@ def _start_subagent(session: Session, job: Job, delegation: Delegation) -> Job:
         locale=job.locale,
         strategy=job.strategy,
         safety_net=job.safety_net,
+        compaction=job.compaction,
         max_steps=job.max_steps,  # the limits set on a main job hold for each of its parts
         max_input_tokens=job.max_input_tokens,
     )

@@ -13,8 +13,20 @@ from api.deps import Enqueue, EnqueueDep, SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
 from api.queries import jobs_query, locked_job_of, messages_query, page_of, steps_query
 from api.routes.pagination import WindowDep, page
-from api.schemas import ErrorBody, Id, JobCheck, JobIn, JobSummary, JobView, MessageView, Page, StepView
+from api.schemas import (
+    ErrorBody,
+    Id,
+    JobCheck,
+    JobIn,
+    JobSummary,
+    JobView,
+    MessageView,
+    Page,
+    StepView,
+    SummaryView,
+)
 from api.views import job_summary, job_view, model_warnings
+from models.history import summaries_of
 from models.jobs import create_job, job_of
 from models.tables import Job, JobKind, JobStatus, now
 from worker.tracebacks import scrubbed_traceback
@@ -60,6 +72,7 @@ def _job_of(session: Session, tenant_id: int, job_in: JobIn) -> Job:
         locale=job_in.locale,
         strategy=job_in.strategy,
         safety_net=job_in.safety_net,
+        compaction=job_in.compaction,
         max_steps=job_in.max_steps,
         max_input_tokens=job_in.max_input_tokens,
         allow_retired_model=job_in.allow_retired_model,
@@ -116,7 +129,10 @@ def list_steps(job_id: Id, tenant: TenantDep, session: SessionDep, window: Windo
     """What each step sent: the fitting stage, tokens estimated and reported, results cleared, messages dropped."""
     job = job_of(session, tenant_id=tenant.id, job_id=job_id)
     rows, total = page_of(session, steps_query(job_id=job.id), offset=window.offset, limit=window.limit)
-    return page([StepView.model_validate(s) for s in rows], total, window)
+    summaries = {s.step: SummaryView.model_validate(s) for s in summaries_of(session, job.id)}
+    return page(
+        [StepView.model_validate(s).model_copy(update={"summary": summaries.get(s.step)}) for s in rows], total, window
+    )
 
 
 @router.post(

@@ -1,0 +1,277 @@
+"""Compaction: what stages 2 and 3 would drop is summarized once, and later requests carry the summary.
+
+Pure planning, no I/O. A stored summary covers the stored messages ``1 .. end - 1``, where ``end`` is an
+assistant message, so a tool call and its result are always covered or kept together. Requests then see the
+*view*: the first message with the summary appended as a text block (under ``SUMMARY_HEADER``), then the stored
+messages from ``end`` on. Every stage of fitting applies to the view exactly as it did to the history, so a
+request after compaction fits its budget by the same guarantees; the stored history is never changed.
+
+When is a compaction due, and over what:
+
+- ``auto``: when the plan of the view would reach stage 2 or 3 (clearing alone no longer fits). The range ends
+  at the oldest round boundary after which the request, with a summary of at most its allowance, fits at stage 1
+  within :data:`ROOM_SHARE` of the budget, or else at the newest boundary; either way with room for
+  :data:`RUNWAY` more rounds of what a round adds once cleared, so it does not come back at the next step. If no
+  boundary makes that room, no compaction (stages 2 and 3 as before).
+- ``summarize_all``: the baseline in the style of LangChain's ``SummarizationMiddleware``: whenever the view
+  passes :data:`TRIGGER_SHARE` of the budget (masking or not), everything but the newest :data:`KEEP_MESSAGES`
+  messages is summarized, from a fresh request.
+
+A new summary always starts at message 1 and is written from what its request shows: the previous summary (in
+the first message) and the originals after it. So each summary is built from one summary plus originals, never
+from a summary of a summary of a summary. The summary request, under ``auto``, replays the previous request
+(same messages, same cleared results) with :data:`~plimsoll.notices.SUMMARY_INSTRUCTION` appended to its last
+message, so it reads that prefix from the provider's cache; when that request is not replayable (stage 2 or 3
+before, or no previous request) or would pass the budget, a smaller request is planned over the range alone,
+and when even that cannot see the whole range at stage 1, there is no compaction. The summary's size is capped
+by the request's ``max_tokens``: its allowance, a share of the budget, plus the person's words of the range (up
+to another share), which the summary quotes word for word.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from itertools import accumulate
+from typing import Any, Literal
+
+from plimsoll.economics import growth_per_call
+from plimsoll.estimate import Profile, count_tokens
+from plimsoll.fitting import DoesNotFit, Plan, apply_plan, note_costs, plan_history
+from plimsoll.fitting import _plan as plan_of
+from plimsoll.history import History, from_outlines
+from plimsoll.messages import BLOCK_OVERHEAD, Message, Outline
+from plimsoll.notices import SUMMARY_HEADER, SUMMARY_INSTRUCTION
+
+Policy = Literal["off", "auto", "summarize_all"]
+POLICIES: tuple[Policy, ...] = ("off", "auto", "summarize_all")
+DROPPING = ("user_turns", "tool_rounds")
+SUMMARY_SHARE = 10  # a summary gets up to budget // SUMMARY_SHARE tokens of its own ...
+PERSON_SHARE = 10  # ... plus the person's words of its range, up to budget // PERSON_SHARE
+ROOM_SHARE = 0.5  # after compaction, the request fits at stage 1 within this share of the budget
+RUNWAY = 2  # and at least this many more rounds of the recent size fit
+TRIGGER_SHARE = 0.8  # summarize_all: summarize when the view passes this share of the budget
+KEEP_MESSAGES = 20  # summarize_all: the newest messages kept (LangChain's default)
+STAGE_1 = ("as_is", "cleared_results")
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A stored summary as planning sees it."""
+
+    end: int  # covers stored messages 1 .. end - 1; ``end`` is an assistant message
+    tokens: int  # estimate of the block carrying it in the first message, framing included
+
+
+@dataclass(frozen=True)
+class Previous:
+    """The previous request, as far as replaying it needs: how many view messages it sent and what it cleared.
+    Only a request that sent its whole view at stage 1, over the same summary, can be replayed."""
+
+    sent: int
+    cleared: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Compaction:
+    end: int  # stored index: the new summary covers stored messages 1 .. end - 1
+    keep: int  # messages at the end of the summary request that the summary leaves out
+    allowance: int  # the summary's largest size in tokens: the summary request's max_tokens
+    request: Plan  # the summary request over view[:sent], stage "compaction", the instruction counted in
+    sent: int  # view messages the summary request sends (the instruction is appended to the last)
+    replayed: bool  # the previous request's prefix, replayed: read from the provider's cache
+    partial: bool = False  # covers less than the room needs (its request could not show more): more follows
+
+
+def view(outlines: Sequence[Outline], summary: Summary | None) -> list[Outline]:
+    """The outlines requests are planned over: the first message with the summary appended, then the rest."""
+    if summary is None:
+        return list(outlines)
+    return [with_block(outlines[0], summary.tokens), *outlines[summary.end :]]
+
+
+def with_block(first: Outline, tokens: int) -> Outline:
+    return Outline(first.role, first.tokens + tokens, first.tool_uses, first.results, True)
+
+
+def stored_index(index: int, summary: Summary | None) -> int:
+    """The stored message a view index stands for (0: the first message, whatever the summary)."""
+    return index if summary is None or index == 0 else index + summary.end - 1
+
+
+def summary_text(summary: str, end: int) -> str:
+    """The block carrying a summary of stored messages 1 .. end - 1."""
+    return f"{SUMMARY_HEADER.format(last=end - 1)}\n{summary}"
+
+
+def summary_tokens(summary: str, end: int, profile: Profile) -> int:
+    return BLOCK_OVERHEAD + count_tokens(summary_text(summary, end), profile)
+
+
+def instruction(keep: int) -> str:
+    return SUMMARY_INSTRUCTION.format(keep=keep)
+
+
+def view_messages(messages: Sequence[Message], summary: Summary | None, text: str) -> list[Message]:
+    """The view of stored ``messages`` (all of them, or those a request needs, by index) with the summary
+    ``text``; new dicts where something changed, the input untouched."""
+    if summary is None:
+        return list(messages)
+    return [appended(messages[0], summary_text(text, summary.end)), *messages[summary.end :]]
+
+
+def summary_request(view_of: Sequence[Message], compaction: Compaction) -> list[dict[str, Any]]:
+    """The summary request's messages from the view's messages: the planned prefix, the instruction last."""
+    return with_instruction(apply_plan(view_of[: compaction.sent], compaction.request), compaction)
+
+
+def with_instruction(prefix: list[dict[str, Any]], compaction: Compaction) -> list[dict[str, Any]]:
+    """The summary request: its planned ``prefix`` (a new list) with the instruction appended to the last."""
+    return [*prefix[:-1], appended(prefix[-1], instruction(compaction.keep))]
+
+
+def appended(message: Message, text: str) -> dict[str, Any]:
+    content = message["content"]
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    return {**message, "content": [*blocks, {"type": "text", "text": text}]}
+
+
+def plan_compaction(
+    outlines: Sequence[Outline],
+    budget: int,
+    *,
+    profile: Profile,
+    overhead: int,
+    summary: Summary | None,
+    current: Plan,
+    previous: Previous | None,
+    policy: Policy,
+) -> Compaction | None:
+    """The compaction due before the request ``current`` (planned over the view), or None."""
+    if policy == "off":
+        return None
+    shown = view(outlines, summary)
+    history = from_outlines(shown)
+    last_round = len(shown) - 2 if len(shown) % 2 else len(shown) - 1  # the newest assistant message stays
+    person = _person_tokens(history, len(shown))
+    setting = _Setting(budget, profile, overhead, summary)
+    if policy == "summarize_all":
+        if overhead + sum(history.tokens) <= TRIGGER_SHARE * budget:
+            return None
+        cut = max(3, len(shown) - KEEP_MESSAGES)
+        cut += 1 - cut % 2  # an assistant message: odd in the view
+        if cut > last_round:
+            return None
+        return _fresh(shown, cut, setting, _allowance(budget, person[cut]))
+    if current.stage not in DROPPING:
+        return None
+    growth = RUNWAY * _kept_growth(history, profile)
+
+    def makes_room(cut: int, room: int) -> bool:
+        end = stored_index(cut, summary)
+        header = count_tokens(summary_text("", end), profile) + BLOCK_OVERHEAD
+        after = [with_block(outlines[0], header + _allowance(budget, person[cut])), *shown[cut:]]
+        return _stage_1(from_outlines(after), room, profile, overhead) is not None
+
+    # The oldest boundary that brings the request down to ROOM_SHARE of the budget; failing that, the newest,
+    # if it leaves room for RUNWAY more rounds; failing that, none (it would come back at once).
+    cuts = range(3, last_round + 1, 2)
+    target = budget - max(growth, int((1 - ROOM_SHARE) * budget))
+    chosen = next((c for c in cuts if makes_room(c, target)), None)
+    if chosen is None and cuts and makes_room(cuts[-1], budget - growth):
+        chosen = cuts[-1]
+    if chosen is None:
+        return None
+    cut = chosen
+    allowance = _allowance(budget, person[cut])
+    if previous is not None and cut <= previous.sent:
+        replay = _replay(history, previous, cut, setting, allowance)
+        if replay is not None:
+            return replay
+    fresh = _fresh(shown, cut, setting, allowance)
+    if fresh is not None:
+        return fresh
+    # Planned smaller: the longest range a request can show whole now. The next step compacts again, from this
+    # summary and the originals after it, until there is room.
+    for shorter in range(cut - 2, 2, -2):
+        part = _fresh(shown, shorter, setting, _allowance(budget, person[shorter]))
+        if part is not None:
+            return replace(part, partial=True)
+    return None
+
+
+def _kept_growth(history: History, profile: Profile) -> int:
+    """Tokens a round adds to the request once stage 1 has cleared its results: what clearing cannot take back
+    (the assistant's message, the notes in place of results), by the mean of the newest rounds."""
+    note = note_costs(profile).cleared_result
+    freed = [0] * len(history)
+    for index, tokens, _ in history.results:
+        freed[index] += max(0, tokens - note)
+    net = [tokens - free for tokens, free in zip(history.tokens, freed, strict=True)]
+    return growth_per_call(net)
+
+
+def _allowance(budget: int, person: int) -> int:
+    return budget // SUMMARY_SHARE + min(person, budget // PERSON_SHARE)
+
+
+def _person_tokens(history: History, length: int) -> list[int]:
+    """``[c]``: tokens of the person's turns (user messages with text, the first one aside) before index c."""
+    turns = set(history.turn_starts) - {0}
+    return list(accumulate((history.tokens[i] if i in turns else 0 for i in range(length)), initial=0))
+
+
+def _stage_1(history: History, budget: int, profile: Profile, overhead: int) -> Plan | None:
+    if budget <= 0:
+        return None
+    try:
+        chosen = plan_history(history, budget, profile=profile, overhead=overhead)
+    except DoesNotFit:
+        return None
+    return chosen if chosen.stage in STAGE_1 else None
+
+
+def _instruction_tokens(keep: int, profile: Profile) -> int:
+    return BLOCK_OVERHEAD + count_tokens(instruction(keep), profile)
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """What every summary request is planned under."""
+
+    budget: int
+    profile: Profile
+    overhead: int
+    summary: Summary | None
+
+
+def _replay(history: History, previous: Previous, cut: int, setting: _Setting, allowance: int) -> Compaction | None:
+    """The previous request again, with the instruction appended: None if it would pass the budget."""
+    sent = previous.sent
+    if sent > len(history) or sent % 2 == 0:  # it ended with a user message, which is odd in length
+        return None
+    note = note_costs(setting.profile).cleared_result
+    cleared = set(previous.cleared)
+    kept = [(index, tokens, rid) for index, tokens, rid in history.results if index < sent and rid in cleared]
+    keep = sent - cut
+    tokens = setting.overhead + sum(history.tokens[:sent]) - sum(t - note for _, t, _ in kept)
+    tokens += _instruction_tokens(keep, setting.profile)
+    if tokens > setting.budget:
+        return None
+    request = plan_of("compaction", tokens, 1, kept, "none")
+    return Compaction(stored_index(cut, setting.summary), keep, allowance, request, sent, True)
+
+
+def _fresh(shown: Sequence[Outline], cut: int, setting: _Setting, allowance: int) -> Compaction | None:
+    """A request over the range alone (view[:cut]), cleared as stage 1 needs: None if it cannot show the
+    whole range within the budget."""
+    if cut > len(shown) - 2:
+        return None
+    instruction_tokens = _instruction_tokens(0, setting.profile)
+    chosen = _stage_1(
+        from_outlines(shown[:cut]), setting.budget - instruction_tokens, setting.profile, setting.overhead
+    )
+    if chosen is None:
+        return None
+    request = Plan("compaction", chosen.tokens + instruction_tokens, 1, chosen.cleared, chosen.cleared_in, "none")
+    return Compaction(stored_index(cut, setting.summary), 0, allowance, request, cut, False)

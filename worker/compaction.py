@@ -1,0 +1,147 @@
+"""Compaction in the worker: the request a step sends, over the job's latest summary, or a summary request when
+a compaction is due (``plimsoll.compaction`` decides; this module loads and stores).
+
+A summary request is a step of its own: it is sent, retried and recorded like any other (stage
+``compaction``), and its reply is stored as a :class:`~models.tables.Summary` beside the history, which is never
+changed. The next step plans over the new summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from models.history import message_bodies
+from models.jobs import last_step
+from models.tables import Job, Step
+from models.tables import Summary as SummaryRow
+from plimsoll import Outline, Plan, bodies_needed, build_request
+from plimsoll.compaction import (
+    STAGE_1,
+    Compaction,
+    Previous,
+    Summary,
+    appended,
+    plan_compaction,
+    stored_index,
+    summary_text,
+    summary_tokens,
+    view,
+    with_instruction,
+)
+from plimsoll.profiles import get_profile
+from worker.providers.base import Reply
+
+# The summarize-everything baseline asks a separate summarizer, as LangChain's middleware does: no tools, its
+# own system prompt, so its requests share no prefix with the agent's.
+SUMMARIZER_SYSTEM = "You summarize conversations of an agent at work, exactly and without inventing anything."
+Planner = Callable[[list[Outline]], tuple[Plan, tuple[int, ...]]]
+
+
+@dataclass(frozen=True)
+class Composed:
+    """What a step sends: the plan, its request and breakpoints; for a summary request, also what it covers and
+    what differs from an ordinary request."""
+
+    plan: Plan
+    request: list[dict[str, Any]]
+    breakpoints: tuple[int, ...]
+    compaction: Compaction | None = None
+    system: str | None = None  # None: the job's
+    tools: list[dict[str, Any]] | None = None
+    max_tokens: int | None = None
+
+
+def latest_summary(session: Session, job_id: int) -> SummaryRow | None:
+    query = select(SummaryRow).where(SummaryRow.job_id == job_id).order_by(SummaryRow.step.desc()).limit(1)
+    return session.scalar(query)
+
+
+def compose(
+    session: Session,
+    job: Job,
+    every: list[Outline],
+    carried: Sequence[dict[str, Any]],
+    planner: Planner,
+    *,
+    budget: int,
+    overhead: int,
+) -> Composed:
+    """The step's request: over the view of the latest summary, or the summary request a due compaction needs.
+    Raises :class:`~plimsoll.DoesNotFit` as planning does."""
+    row = latest_summary(session, job.id)
+    summary = Summary(row.last_seq + 1, row.token_estimate) if row else None
+    shown = view(every, summary)
+    chosen, breakpoints = planner(shown)
+    due = None
+    last = last_step(session, job.id)
+    refused = last is not None and last.stage == "compaction" and last.reported_input_tokens is None
+    if job.strategy == "plimsoll" and not refused:  # after a summary request refused as too long: not now
+        due = plan_compaction(
+            every,
+            budget,
+            profile=get_profile(job.profile),
+            overhead=overhead,
+            summary=summary,
+            current=chosen,
+            previous=_previous(last, row),
+            policy=job.compaction,  # type: ignore[arg-type]  # checked when the job was created
+        )
+    stored = len(every) - len(carried)
+
+    def bodies(plan: Plan, outlines: list[Outline]) -> dict[int, Any]:
+        needed = bodies_needed(plan, outlines)
+        seqs = [stored_index(i, summary) for i in needed]
+        loaded = message_bodies(session, job.id, [s for s in seqs if s < stored])
+        found = {i: loaded[s] if s < stored else carried[s - stored] for i, s in zip(needed, seqs, strict=True)}
+        if row is not None and 0 in found:
+            found[0] = _with_summary(found[0], row)
+        return found
+
+    if due is None:
+        return Composed(chosen, build_request(chosen, shown, bodies(chosen, shown)), breakpoints)
+    prefix = shown[: due.sent]
+    request = with_instruction(build_request(due.request, prefix, bodies(due.request, prefix)), due)
+    if due.replayed:
+        return Composed(due.request, request, (), due, max_tokens=min(due.allowance, job.max_output_tokens))
+    return Composed(
+        due.request, request, (), due, SUMMARIZER_SYSTEM, [], max_tokens=min(due.allowance, job.max_output_tokens)
+    )
+
+
+def _previous(step: Step | None, row: SummaryRow | None) -> Previous | None:
+    """The previous request, if a summary request may replay it: answered, at stage 1, over the same summary."""
+    if step is None or step.reported_input_tokens is None or step.stage not in STAGE_1:
+        return None
+    if row is not None and step.step <= row.step:
+        return None
+    return Previous(step.messages_sent, tuple(step.cleared))
+
+
+def _with_summary(first: dict[str, Any], row: SummaryRow) -> dict[str, Any]:
+    return appended(first, summary_text(row.content, row.last_seq + 1))
+
+
+def store_summary(session: Session, job: Job, compaction: Compaction, reply: Reply, *, step: int) -> SummaryRow:
+    """The reply to a summary request, stored as the job's newest summary (tool calls in it are ignored)."""
+    text = "\n".join(b["text"] for b in reply.content if b.get("type") == "text").strip()
+    usage = reply.usage
+    row = SummaryRow(
+        job_id=job.id,
+        step=step,
+        first_seq=1,
+        last_seq=compaction.end - 1,
+        content=text,
+        token_estimate=summary_tokens(text, compaction.end, get_profile(job.profile)),
+        replayed=compaction.replayed,
+        input_tokens=usage.input_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        output_tokens=usage.output_tokens,
+    )
+    session.add(row)
+    return row
