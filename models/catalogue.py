@@ -20,6 +20,10 @@ class ModelSpec:
     profile: str  # the estimate profile of the model's tokenizer
     max_output_tokens: int
     retires: str | None = None  # deprecated: the day the provider stops serving it (as the SDK says it)
+    # The model's tokenizer, a file in the exact-count folder (PLIMSOLL_EXACT_COUNT_DIR): a tiktoken rank file or
+    # a Hugging Face tokenizer.json (an open model served over the OpenAI wire). None: the profile's own, where
+    # it has a public one (models/counting.py).
+    tokenizer: str | None = None
 
     @property
     def max_budget(self) -> int:
