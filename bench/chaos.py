@@ -17,7 +17,6 @@ import contextlib
 import os
 import random
 import signal
-import subprocess
 import threading
 import time
 import uuid
@@ -31,6 +30,7 @@ from bench.chaos_checks import Checks, Submitted, check_jobs, unfinished_jobs
 from bench.chaos_cluster import Cluster
 from bench.chaos_report import render, results_markdown
 from bench.chaos_services import Emulator, Postgres, Processes, Redis, SentrySink
+from bench.report import code_version
 from models.db import Database
 from models.documents import add_document
 from models.jobs import create_job
@@ -191,7 +191,7 @@ def run_chaos(config: ChaosConfig, log: bool = True) -> ChaosResult:
         if config.broker == "rabbitmq":
             stack.callback(_delete_rabbitmq_queue, cluster.queue)
         cluster.wait_ready(90)
-        result = ChaosResult(config=config, queue=cluster.queue, code=_code_version(config.code_dir))
+        result = ChaosResult(config=config, queue=cluster.queue, code=code_version(config.code_dir))
         say(f"services up in {time.monotonic() - started:.0f} s; queue {cluster.queue}; logs in {processes.root}")
 
         window_start = time.monotonic()
@@ -352,15 +352,6 @@ def _wait_until_all_ended(database: Database, deadline: float, ids: list[int] | 
                 return time.monotonic()
         time.sleep(1.0)
     return None
-
-
-def _code_version(code_dir: Path) -> str:
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(code_dir), *args], capture_output=True, text=True, check=False)
-        return done.stdout.strip()
-
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    return commit + (" + uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def _delete_rabbitmq_queue(name: str) -> None:

@@ -31,7 +31,7 @@ from bench.reference import (
     shared_tokenizers,
     skipped_references,
 )
-from bench.report import table
+from bench.report import code_version, table
 from bench.samples import unseen_samples
 from bench.tool_output import conversations, tool_outputs
 from emulator.tokenizer import load_encoding
@@ -314,6 +314,7 @@ def store_cost_rows(countings: Sequence[Counting], repeat: int = 3) -> list[list
 
 
 def main() -> None:
+    print(f"Made by `python -m bench.estimator` at commit {code_version()}.\n")
     corpus = corpus_files()
     print("## Estimate ÷ real count, corpus files (✗: outside [1.00, 1.15])\n")
     if corpus:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -23,3 +27,14 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def code_version(code_dir: Path = ROOT) -> str:
+    """The commit a benchmark ran on, and whether tracked files had changed since."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(code_dir), *args], capture_output=True, text=True, check=False)
+        return done.stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    return commit + (" + uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")

@@ -22,8 +22,18 @@ def test_the_worker_overhead_benchmark_times_every_size(
     assert not [r for r in caplog.records if "not queued" in r.getMessage()]
 
 
+# Measured and reported since the profiles were first fitted (README, "Token estimates"): o200k reads our own
+# Georgian and Armenian sentences more densely than the news articles its weights were fitted to.
+KNOWN_SHORTFALL = "o200k: text in scripts the fit never saw never under"
+
+
 def test_the_estimator_benchmark_judges_its_goals(capsys: pytest.CaptureFixture[str]) -> None:
     estimator.main()
     out = capsys.readouterr().out
     assert "## Goals" in out and "estimate_tokens('claude') ≥ 20× tiktoken encode on mixed text" in out
-    assert "agent tool output" in out
+    assert "agent tool output" in out and "ms per MB" in out
+    goals = out.split("## Goals", 1)[1]
+    for goal in ("(held out)", "cl100k exact: ratio 1.00 on every message", "o200k exact: ratio 1.00 on every message"):
+        assert goal in goals
+    not_met = [line for line in goals.splitlines() if "| NOT MET |" in line and KNOWN_SHORTFALL not in line]
+    assert not_met == []

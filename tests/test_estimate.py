@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+from importlib import resources
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -12,6 +15,7 @@ from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counte
 from bench.samples import unseen_samples
 from plimsoll import PROFILES, estimate_message, estimate_tokens
 from plimsoll.estimate import TABLE_CLASSES, Profile, byte_sum
+from plimsoll.profiles import FITTED_FILE, profile_from_data
 from worker.chapters import chapters
 
 FITTED = ("claude", "cl100k", "o200k")
@@ -140,3 +144,17 @@ def test_every_corpus_file_is_estimated_within_1_00_and_1_15_of_its_real_count(p
     count = reference_counters()[reference]
     ratios = {name: round(estimate_tokens(text, profile) / count(text), 3) for name, text in corpus.items()}
     assert all(1.00 <= ratio <= 1.15 for ratio in ratios.values()), ratios
+
+
+def test_the_fitted_weights_are_data_the_fitter_writes_and_the_package_reads(tmp_path: Path) -> None:
+    from bench.fit_profiles import arguments, write
+
+    shipped = json.loads(resources.files("plimsoll").joinpath(FITTED_FILE).read_text(encoding="utf-8"))
+    assert sorted(shipped["profiles"]) == sorted(FITTED)
+    args = arguments(["--ascii", "--write", "--output", str(tmp_path / "profiles.json")])
+    assert args.ascii and args.write
+    write([PROFILES[p] for p in FITTED], args.output)
+    assert json.loads(args.output.read_text(encoding="utf-8"))["profiles"] == shipped["profiles"]
+    text = "Пример: {'path': '/tmp/tmpab12cd34/src/main.py', 'line': 42}\n    return x  # 例子"
+    for name, data in shipped["profiles"].items():
+        assert estimate_tokens(text, profile_from_data(name, data)) == estimate_tokens(text, name)
