@@ -245,26 +245,38 @@ def mixed_text() -> tuple[str, str]:
     return "\n".join(c.text for c in parts), "generated chapters (../shared absent)"
 
 
-def fastest(count: Callable[[str], object], text: str, repeat: int) -> float:
-    """The best of ``repeat`` timings, each on a fresh copy of ``text``: a string that has been encoded once
-    keeps its UTF-8 form, and the second reader would get it for free."""
-    best = float("inf")
+def best_times(prepare: dict[str, Callable[[], Callable[[], object]]], repeat: int) -> dict[str, float]:
+    """The best of ``repeat`` timings of each call, taken in turns (one of each per round), so that the load of a
+    shared machine falls on all of them alike. ``prepare`` makes each call with its input afresh, untimed: a
+    string that has been encoded once keeps its UTF-8 form, and a second reader would get it for free."""
+    best = dict.fromkeys(prepare, float("inf"))
     for _ in range(repeat):
-        copy = text[:-1] + text[-1:]
-        started = time.perf_counter()
-        count(copy)
-        best = min(best, time.perf_counter() - started)
+        for name, make in prepare.items():
+            call = make()
+            started = time.perf_counter()
+            call()
+            best[name] = min(best[name], time.perf_counter() - started)
     return best
 
 
-def throughput_rows(text: str, repeat: int = 7) -> list[list[str]]:
+def fresh(text: str) -> str:
+    return text[:-1] + text[-1:]
+
+
+def on_fresh_copy(count: Callable[[str], object], text: str) -> Callable[[], object]:
+    copy = fresh(text)
+    return lambda: count(copy)
+
+
+def throughput_rows(text: str, repeat: int = 9) -> list[list[str]]:
     o200k = load_encoding("o200k")
-    baseline = fastest(lambda s: o200k.encode(s, disallowed_special=()), text, repeat)
-    rows = [["tiktoken o200k encode", f"{len(text) / baseline / 1e6:.1f}", "1.0"]]
-    for profile in PROFILES:
-        seconds = fastest(partial(estimate_tokens, profile=profile), text, repeat)
-        rows.append([f"estimate_tokens({profile!r})", f"{len(text) / seconds / 1e6:.1f}", f"{baseline / seconds:.1f}"])
-    return rows
+    counters: dict[str, Callable[[str], object]] = {
+        "tiktoken o200k encode": partial(o200k.encode, disallowed_special=()),
+        **{f"estimate_tokens({p!r})": partial(estimate_tokens, profile=p) for p in PROFILES},
+    }
+    times = best_times({name: partial(on_fresh_copy, count, text) for name, count in counters.items()}, repeat)
+    baseline = times["tiktoken o200k encode"]
+    return [[name, f"{len(text) / seconds / 1e6:.1f}", f"{baseline / seconds:.1f}"] for name, seconds in times.items()]
 
 
 def speed_goals(rows: list[list[str]]) -> list[Goal]:
@@ -286,31 +298,23 @@ def store_cost_rows(countings: Sequence[Counting], repeat: int = 3) -> list[list
     once as ``models.history.append_messages`` does, with the estimate and with each exact counter."""
     texts = [s.text for s in tool_outputs()]
     megabytes = sum(len(t.encode()) for t in texts) / 1e6
-
-    def store(profile: Profile) -> float:
-        best = float("inf")
-        for _ in range(repeat):
-            # fresh strings: a string encoded once keeps its UTF-8 form, and the second reader gets it for free
-            messages = [
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": t[:-1] + t[-1:]}]}
-                for t in texts
-            ]
-            started = time.perf_counter()
-            for message in messages:
-                outline(message, profile)
-            best = min(best, time.perf_counter() - started)
-        return best * 1_000 / megabytes
-
-    baseline = store(PROFILES["claude"])
-    rows = [["estimate (claude profile)", f"{baseline:.1f}", "1.0"]]
-    rows += [
-        [f"estimate ({p})", f"{store(PROFILES[p]):.1f}", f"{store(PROFILES[p]) / baseline:.1f}"]
-        for p in ("cl100k", "o200k")
+    countings = [
+        *(Counting(f"estimate ({p} profile)", PROFILES[p], REFERENCE_OF_PROFILE[p]) for p in FITTED),
+        *countings,
     ]
-    for counting in countings:
-        cost = store(counting.profile)
-        rows.append([counting.label, f"{cost:.1f}", f"{cost / baseline:.1f}"])
-    return rows
+
+    def storing(profile: Profile) -> Callable[[], object]:
+        messages = [
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": fresh(t)}]}
+            for t in texts
+        ]
+        return lambda: [outline(message, profile) for message in messages]
+
+    times = best_times({c.label: partial(storing, c.profile) for c in countings}, repeat)
+    baseline = times["estimate (claude profile)"]
+    return [
+        [label, f"{seconds * 1_000 / megabytes:.1f}", f"{seconds / baseline:.1f}"] for label, seconds in times.items()
+    ]
 
 
 def main() -> None:
