@@ -268,7 +268,7 @@ def on_fresh_copy(count: Callable[[str], object], text: str) -> Callable[[], obj
     return lambda: count(copy)
 
 
-def throughput_rows(text: str, repeat: int = 9) -> list[list[str]]:
+def throughput_rows(text: str, repeat: int = 25) -> list[list[str]]:
     o200k = load_encoding("o200k")
     counters: dict[str, Callable[[str], object]] = {
         "tiktoken o200k encode": partial(o200k.encode, disallowed_special=()),
