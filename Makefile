@@ -63,7 +63,7 @@ test: install-dev services compose  ## the whole test suite against real Postgre
 lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy plimsoll models worker api cli emulator demo bench
+	$(BIN)/mypy plimsoll models worker api cli emulator demo bench vocab
 	$(BIN)/lint-imports
 
 bench: install-dev  ## the benchmarks, each printing its tables

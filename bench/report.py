@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

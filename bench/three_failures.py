@@ -32,13 +32,13 @@ from bench.stack import api_server, celery_worker, environment, fresh_database
 from demo.chapters import chapters, corpus_text, generated_text
 from demo.run import notes_matching
 from emulator import EmulatorConfig, EmulatorServer
-from emulator.tokenizer import load_encoding
 from models.db import Database
 from models.history import documents_read
 from models.prices import FIVE_MINUTES
 from models.tables import Job, JobStatus, Step
 from models.tenants import create_tenant
 from plimsoll import estimate_tokens
+from vocab import load_encoding
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CONFIGURATIONS = ("legacy", "original", "unbatched", "plimsoll")

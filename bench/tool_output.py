@@ -153,6 +153,155 @@ def directory_views() -> list[Sample]:
     return _sized("directory view (tree, 2 levels)", views())
 
 
+TEMP_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_"  # what tempfile.mkdtemp names its folders with
+
+
+def _temp_root(rng: random.Random, name: str) -> str:
+    """A fresh temporary checkout, as agent harnesses make one per task: random segments in a long path."""
+    segment = "tmp" + "".join(rng.choice(TEMP_CHARS) for _ in range(8))
+    return rng.choice(
+        (
+            f"/tmp/{segment}/{name}",
+            f"/tmp/{segment}/workspace/{name}__{name}-{rng.randint(1000, 99999)}",
+            f"/private/var/folders/{rng.choice(TEMP_CHARS)}{rng.choice(TEMP_CHARS)}/"
+            + "".join(rng.choice(TEMP_CHARS) for _ in range(30))
+            + f"/T/{segment}/{name}",
+            f"/tmp/pytest-of-agent/pytest-{rng.randint(0, 40)}/test_{name}{rng.randint(0, 9)}/{segment}",
+        )
+    )
+
+
+def temp_listings() -> list[Sample]:
+    """An agent's "files and directories up to 2 levels deep in /tmp/tmpab12cd/..." view, and ``find`` over the
+    same checkout: every line an absolute path under a freshly drawn temporary folder."""
+    rng = _rng(13)
+
+    def entries(folder: Path, depth: int) -> Iterator[Path]:
+        for entry in sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.name != "__pycache__"):
+            yield entry
+            if entry.is_dir() and depth > 1:
+                yield from entries(entry, depth - 1)
+
+    def views() -> Iterator[tuple[str, str]]:
+        for package in _packages():
+            for depth in (2, 3):
+                root = _temp_root(rng, package.name)
+                shown = [f"{root}/{p.relative_to(package)}" for p in entries(package, depth)]
+                header = (
+                    f"Here's the files and directories up to {depth} levels deep in {root}, excluding hidden items:\n"
+                    if depth == 2
+                    else ""
+                )
+                yield f"view {root}", header + f"{root}\n" + "".join(f"{line}\n" for line in shown)
+
+    return _sized("listing under a temporary folder", views())
+
+
+def agent_file_views() -> list[Sample]:
+    """Source as agents' file viewers print it: a header naming the file under a temporary folder, then
+    ``cat -n`` lines (six-wide numbers and a tab), often a range deep in a long file."""
+    rng = _rng(14)
+    files = [f for p in _packages() for f in _files(p, (".py", ".pyi", ".js", ".html", ".cfg", ".toml", ".txt"))]
+
+    def views() -> Iterator[tuple[str, str]]:
+        for path in _pick([f for f in files if f.stat().st_size > 3_000], 24, 15):
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            start = 1 if rng.random() < 0.4 or len(lines) < 200 else rng.randint(1, len(lines) - 100)
+            chosen = lines[start - 1 : start - 1 + rng.choice((60, 150, 400))]
+            root = _temp_root(rng, path.parts[len(SITE.parts)])
+            shown = f"{root}/{'/'.join(path.parts[len(SITE.parts) + 1 :])}"
+            header = f"Here's the result of running `cat -n` on {shown}:\n"
+            body = "".join(f"{n:6}\t{line}\n" for n, line in enumerate(chosen, start=start))
+            yield f"view {shown}", header + body
+
+    return _sized("source, numbered agent view", views())
+
+
+def api_json() -> list[Sample]:
+    """JSON as API-calling tools return it (issues, pull requests, check runs): ids, URLs, hashes, dates and
+    prose, pretty and compact."""
+    rng = _rng(16)
+    words = [p.stem for pkg in _packages() for p in _files(pkg, (".py",))] or ["item"]
+
+    def record(n: int) -> dict[str, object]:
+        repo = f"{rng.choice(words)}/{rng.choice(words)}"
+        number = rng.randint(1, 40_000)
+        return {
+            "id": rng.getrandbits(40),
+            "node_id": base64.b64encode(rng.getrandbits(96).to_bytes(12, "big")).decode(),
+            "number": number,
+            "url": f"https://api.example.test/repos/{repo}/issues/{number}",
+            "title": " ".join(rng.choice(words).replace("_", " ") for _ in range(rng.randint(3, 9))),
+            "state": rng.choice(["open", "closed"]),
+            "user": {"login": rng.choice(words), "id": rng.getrandbits(24), "type": "User"},
+            "labels": [{"name": rng.choice(words), "color": f"{rng.getrandbits(24):06x}"} for _ in range(3)],
+            "created_at": f"2026-{rng.randint(1, 11):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:"
+            f"{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}Z",
+            "head": {"sha": f"{rng.getrandbits(160):040x}", "ref": f"fix/{rng.choice(words)}-{n}"},
+            "body": " ".join(rng.choice(words) for _ in range(rng.randint(10, 80))),
+            "comments": rng.randint(0, 50),
+            "draft": rng.random() < 0.2,
+        }
+
+    texts = []
+    for n in range(8):
+        records = [record(i) for i in range(60)]
+        texts.append((f"api pretty {n}", json.dumps(records, indent=2 if n % 2 else 4)))
+        texts.append((f"api compact {n}", json.dumps(records, separators=(",", ":"))))
+        texts.append((f"api default {n}", json.dumps(records)))
+    return [
+        *_sized("JSON pretty", iter(t for t in texts if "pretty" in t[0])),
+        *_sized("JSON compact", iter(t for t in texts if "pretty" not in t[0])),
+    ]
+
+
+def test_logs() -> list[Sample]:
+    """Test runs as agents see them on larger suites: pytest ``-v`` and ``-rA`` lines with long node ids,
+    unittest's verbose runner, failures with tracebacks through a temporary checkout."""
+    rng = _rng(17)
+    modules = [p for pkg in _packages() for p in _files(pkg, (".py",)) if not p.name.startswith("_")] or [ROOT]
+    outcomes = ["PASSED"] * 12 + ["FAILED", "SKIPPED", "XFAIL", "ERROR"]
+
+    def log(n: int) -> str:
+        root = _temp_root(rng, modules[0].parts[len(SITE.parts)] if len(modules[0].parts) > len(SITE.parts) else "repo")
+        lines = [
+            "============================= test session starts ==============================",
+            f"platform linux -- Python 3.11.{rng.randint(2, 12)}, pytest-8.{rng.randint(0, 4)}.{rng.randint(0, 3)}, "
+            "pluggy-1.5.0 -- /usr/bin/python3",
+            f"rootdir: {root}",
+            f"collected {rng.randint(100, 3000)} items",
+            "",
+        ]
+        style = n % 3
+        for i in range(rng.randint(80, 300)):
+            module = rng.choice(modules)
+            test = f"test_{module.stem}_{rng.choice(['returns', 'raises', 'handles', 'parses'])}_{i}"
+            param = f"[{rng.choice(['a', 'b', 'utf-8', 'None', '0-1', 'True'])}-{rng.randint(0, 99)}]" if i % 3 else ""
+            outcome = rng.choice(outcomes)
+            node = f"tests/test_{module.stem}.py::Test{module.stem.title().replace('_', '')}::{test}{param}"
+            if style == 0:
+                lines.append(f"{node} {outcome}{' ' * rng.randint(1, 20)}[{min(99, i // 3):3}%]")
+            elif style == 1:
+                lines.append(f"{test} ({module.stem}.tests.Test{module.stem.title()}) ... {outcome.lower()}")
+            else:
+                lines.append(
+                    f"{outcome} {node}"
+                    + (f" - AssertionError: assert {rng.randint(0, 9)} == 1" if outcome == "FAILED" else "")
+                )
+            if outcome in ("FAILED", "ERROR") and rng.random() < 0.3:
+                lines += [
+                    "Traceback (most recent call last):",
+                    f'  File "{root}/tests/test_{module.stem}.py", line {rng.randint(10, 900)}, in {test}',
+                    f"    self.assertEqual(result, {rng.randint(0, 10**6)})",
+                    f"AssertionError: {rng.randint(0, 10**6)} != {rng.randint(0, 10**6)}",
+                ]
+        summary = f"{rng.randint(1, 30)} failed, {rng.randint(50, 2900)} passed in {rng.uniform(1, 900):.2f}s"
+        lines.append(f"========== {summary} ==========")
+        return "\n".join(lines) + "\n"
+
+    return _sized("test log (large suites)", iter([(f"test log {n}", log(n)) for n in range(8)]))
+
+
 def ls_long() -> list[Sample]:
     def listings() -> Iterator[tuple[str, str]]:
         for package in _packages():
@@ -416,7 +565,10 @@ def numeric_tables() -> list[Sample]:
 @cache
 def tool_outputs(held_out: bool = False) -> tuple[Sample, ...]:
     """The whole set, in a fixed order; ``held_out``: the set drawn from other packages and seeds."""
-    makers = (paths, directory_views, ls_long, json_output, logs, diffs, sources, grep_hits, test_runs, encoded)
+    makers = (
+        *(paths, directory_views, temp_listings, ls_long, json_output, api_json, logs, diffs),
+        *(sources, agent_file_views, grep_hits, test_runs, test_logs, encoded),
+    )
     _drawing.packages, _drawing.seed = (HELD_OUT_PACKAGES, HELD_OUT_SEED) if held_out else (PACKAGES, 0)
     try:
         return tuple(s for make in (*makers, repeats, numeric_tables) for s in make())
@@ -451,7 +603,10 @@ KIND_WEIGHTS = {
     "log (timestamps, hex ids)": 2,
     "git log -p": 3,
     "Python source": 4,
-    "source, cat -n view": 5,
+    "source, cat -n view": 2,
+    "source, numbered agent view": 5,
+    "listing under a temporary folder": 3,
+    "test log (large suites)": 2,
     "C source": 1,
     "JS source": 1,
     "minified JS": 0.5,

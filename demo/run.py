@@ -17,7 +17,6 @@ from sqlalchemy import select
 
 from demo.chapters import chapters
 from emulator import EmulatorConfig, EmulatorServer
-from emulator.tokenizer import load_encoding
 from models.db import Database
 from models.documents import add_document
 from models.history import documents_read
@@ -27,6 +26,7 @@ from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus, Step
 from models.tenants import create_tenant
 from models.usage import cost_vs_uncached
+from vocab import load_encoding
 from worker.inprocess import InProcessWorker
 from worker.services import make_services
 

@@ -7,6 +7,6 @@ It imports nothing from Plimsoll: it plays the provider.
 from emulator.app import create_app
 from emulator.config import EmulatorConfig, FaultConfig
 from emulator.server import EmulatorServer
-from emulator.tokenizer import load_encoding
+from vocab import load_encoding
 
 __all__ = ["EmulatorConfig", "EmulatorServer", "FaultConfig", "create_app", "load_encoding"]

@@ -9,7 +9,7 @@ import uvicorn
 
 from emulator.app import create_app
 from emulator.config import FAULT_KINDS, ConfigError, EmulatorConfig, FaultConfig
-from emulator.tokenizer import TokenizerError
+from vocab import TokenizerError
 
 
 def main(argv: Sequence[str] | None = None) -> None:

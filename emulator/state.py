@@ -11,7 +11,7 @@ from emulator.counting import TokenCounter
 from emulator.faults import FaultInjector
 from emulator.prompt_cache import AnthropicPromptCache, OpenAIPrefixCache
 from emulator.stats import Stats
-from emulator.tokenizer import load_encoding
+from vocab import load_encoding
 
 
 class EmulatorState:

@@ -22,6 +22,10 @@ class ModelSpec:
     max_output_tokens: int
     retires: date | None = None  # deprecated: the day the provider stops serving it (as the SDK says it)
     replacement: str | None = None  # the current model to use instead, once it is deprecated or retired
+    # The model's tokenizer, a file in the exact-count folder (PLIMSOLL_EXACT_COUNT_DIR): a tiktoken rank file or
+    # a Hugging Face tokenizer.json (an open model served over the OpenAI wire). None: the profile's own, where
+    # it has a public one (models/counting.py).
+    tokenizer: str | None = None
 
     @property
     def max_budget(self) -> int:

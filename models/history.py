@@ -1,5 +1,6 @@
 """Writing and reading a job's conversation. Messages are appended, never changed; each is stored with its token
-estimate and outline, computed once, so that planning a request needs no message bodies."""
+estimate and outline, computed once, so that planning a request needs no message bodies. The estimate is the
+tokenizer's exact count where the model's tokenizer is on this machine (``models/counting.py``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from models.counting import counting_profile
+from models.settings import get_settings
 from models.tables import Job, Message, Summary
 from plimsoll import Outline, outline
 
@@ -18,8 +21,9 @@ def append_messages(session: Session, job: Job, messages: Sequence[dict[str, Any
     messages fail instead of storing them twice."""
     next_seq = session.scalar(select(func.coalesce(func.max(Message.seq) + 1, 0)).where(Message.job_id == job.id))
     rows = []
+    counting = counting_profile(job, get_settings())
     for offset, message in enumerate(messages):
-        shape = outline(message, job.profile)
+        shape = outline(message, counting)
         rows.append(
             Message(
                 job_id=job.id,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr
@@ -36,6 +37,11 @@ class Settings(BaseSettings):
         default_factory=dict,
         description='overrides of the model catalogue, e.g. {"claude-sonnet-5-5": {"default_budget": 150000}}',
     )
+
+    # A folder of tokenizer files (cl100k_base.tiktoken, o200k_base.tiktoken, an open model's tokenizer.json...):
+    # a message of a model whose tokenizer is there is stored with its exact count instead of the estimate.
+    # Read from disk only; nothing is ever downloaded (models/counting.py).
+    exact_count_dir: Path | None = None
 
     sentry_dsn: str | None = None
     sentry_environment: str | None = None

