@@ -7,10 +7,10 @@ from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from api.constants import MAX_ID, MAX_INT
+
 T = TypeVar("T")
 
-MAX_ID = 2**63 - 1  # PostgreSQL's bigint, the type of every id
-MAX_INT = 2**31 - 1  # PostgreSQL's integer
 Id = Annotated[int, Field(ge=1, le=MAX_ID)]
 """An id in a path, a query or a body: out of range is a 422 naming the field, never a database error."""
 

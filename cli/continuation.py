@@ -5,11 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 
-from api.client import DEFAULT_API_URL
-from api.schemas import ContinueIn
-from cli.common import ApiKey, ApiUrl, Interval, JobId, Json, api, consoles, plain, usage_error
+from cli.common import DEFAULT_API_URL, ApiKey, ApiUrl, Interval, JobId, Json, api, consoles, plain, usage_error
 from cli.jobs import follow
 
 app = typer.Typer()
@@ -30,6 +27,10 @@ def continue_job(
 ) -> None:
     """Start a new job that continues JOB in a new chat: the same documents, a hand-over of what JOB was asked,
     produced and left to do, and the next step. Prints the new job's id."""
+    from pydantic import ValidationError
+
+    from api.schemas import ContinueIn
+
     err = consoles()[1]
     try:
         next_step = ContinueIn(instruction=instruction, model=model, budget=budget, strategy=strategy)

@@ -7,9 +7,20 @@ from typing import Annotated
 
 import typer
 
-from api.client import DEFAULT_API_URL
-from api.schemas import MAX_ID
-from cli.common import ApiKey, ApiUrl, Json, Limit, Offset, api, consoles, plain, print_json, table
+from cli.common import (
+    DEFAULT_API_URL,
+    MAX_ID,
+    ApiKey,
+    ApiUrl,
+    Json,
+    Limit,
+    Offset,
+    api,
+    consoles,
+    plain,
+    print_json,
+    table,
+)
 
 app = typer.Typer()
 

@@ -6,16 +6,12 @@ import contextlib
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
-from rich.console import Console
 
-from api.client import DEFAULT_API_URL, ApiUnreachable, ClientError, PlimsollClient
-from api.schemas import DocumentsCreated, JobIn, JobView, MessageView
-from api.watch import FINISHED, watch_job
 from cli.common import (
+    DEFAULT_API_URL,
     ApiKey,
     ApiUrl,
     Interval,
@@ -30,7 +26,13 @@ from cli.common import (
     table,
     usage_error,
 )
-from models.tables import JobStatus
+from models.statuses import JobStatus
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from api.client import PlimsollClient
+    from api.schemas import DocumentsCreated, JobIn, JobView, MessageView
 
 app = typer.Typer()
 
@@ -73,6 +75,10 @@ def submit(
     """Check the job, upload FILES, create the job over them, and print its id.
 
     A job the API refuses leaves no new document behind."""
+    from pydantic import ValidationError
+
+    from api.schemas import JobIn
+
     err = consoles()[1]
     try:
         job = JobIn(
@@ -105,6 +111,8 @@ def submit(
 def follow(client: PlimsollClient, created: JobView, *, wait: bool, as_json: bool, interval: float) -> None:
     """After a job was created: print its id (or, with --json, the job), and with --wait follow it to its end
     and exit with its exit code."""
+    from api.watch import watch_job
+
     out, err = consoles()
     if not wait:
         if as_json:
@@ -122,6 +130,8 @@ def follow(client: PlimsollClient, created: JobView, *, wait: bool, as_json: boo
 
 def _create(client: PlimsollClient, job: JobIn, uploaded: DocumentsCreated) -> JobView:
     """The job; if the API refuses it after all, the documents this upload added are deleted again."""
+    from api.client import ClientError
+
     try:
         return client.submit_job(job)
     except ClientError:
@@ -135,6 +145,9 @@ def _create(client: PlimsollClient, job: JobIn, uploaded: DocumentsCreated) -> J
 
 def wait_quietly(client: PlimsollClient, job_id: int, *, interval: float) -> JobView:
     """Poll until the job finishes, showing nothing (for --json)."""
+    from api.client import ApiUnreachable
+    from api.watch import FINISHED
+
     job = client.job(job_id)
     while job.status not in FINISHED:
         time.sleep(interval)
@@ -149,6 +162,8 @@ def wait_quietly(client: PlimsollClient, job_id: int, *, interval: float) -> Job
 def watch(job: JobId, api_key: ApiKey, interval: Interval = 1.0, as_json: Json = False,
           api_url: ApiUrl = DEFAULT_API_URL) -> None:  # fmt: skip
     """Follow a job until it finishes, then print its answer or its notice (exit code 0 only if it succeeded)."""
+    from api.watch import watch_job
+
     out, err = consoles()
     with api(api_url, api_key) as client:
         try:

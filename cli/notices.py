@@ -6,8 +6,7 @@ from typing import Annotated
 
 import typer
 
-from api.client import DEFAULT_API_URL
-from cli.common import ApiKey, ApiUrl, Json, api, consoles, plain, print_json
+from cli.common import DEFAULT_API_URL, ApiKey, ApiUrl, Json, api, consoles, plain, print_json
 
 app = typer.Typer()
 

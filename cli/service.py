@@ -5,12 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-import uvicorn
-from rich.console import Console
 
-from cli.common import Json, print_json
-from models.migrate import current_revision, upgrade
-from models.settings import get_settings
+from cli.common import Json, consoles, print_json
 
 app = typer.Typer()
 
@@ -21,6 +17,8 @@ def serve(
     port: Annotated[int, typer.Option(min=1, max=65535, help="The port to listen on.")] = 8000,
 ) -> None:
     """Serve the HTTP API (uvicorn, api.app:app) on the settings' database."""
+    import uvicorn
+
     uvicorn.run("api.app:app", host=host, port=port, proxy_headers=True)
 
 
@@ -51,8 +49,11 @@ def beat(loglevel: Annotated[str, typer.Option(help="Celery's log level.")] = "i
 @app.command()
 def migrate(as_json: Json = False) -> None:
     """Bring the database (PLIMSOLL_DATABASE_URL) to the newest schema."""
+    from models.migrate import current_revision, upgrade
+    from models.settings import get_settings
+
     url = get_settings().database_url
     upgrade(url)
-    Console(stderr=True).print("The database is up to date.")
+    consoles()[1].print("The database is up to date.")
     if as_json:
         print_json({"revision": current_revision(url)})
