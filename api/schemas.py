@@ -8,6 +8,7 @@ from typing import Annotated, Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.constants import MAX_ID, MAX_INT
+from plimsoll.notices import check_locale
 
 T = TypeVar("T")
 
@@ -90,7 +91,11 @@ class JobIn(Input):
         description="input tokens per request; default: the model's, at most its limit less its reply",
     )
     locale: str | None = Field(
-        default=None, max_length=16, pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$", examples=["en", "cs-CZ"]
+        default=None,
+        max_length=16,
+        pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$",
+        examples=["en", "cs-CZ"],
+        description="the language of the notices: en or cs, a region may follow; default from the settings",
     )
     strategy: str = Field(
         default="plimsoll", description="plimsoll, or original / legacy / unbatched to reproduce old failures"
@@ -105,6 +110,11 @@ class JobIn(Input):
         le=10**12,
         description="stop the job before its requests add up to more input tokens; default from the settings",
     )
+
+    @field_validator("locale")
+    @classmethod
+    def known_locale(cls, value: str | None) -> str | None:
+        return None if value is None else check_locale(value)
 
 
 class ContinueIn(Input):

@@ -256,7 +256,8 @@ def _after_commit(done: _Done | Outcome, services: Services) -> Outcome:
 
 class _NothingFits(Exception):
     """Even the smallest request we may send is over the budget; ``first_fits`` says whether the job's first
-    message alone would fit (if not, the budget is too small, not the conversation too long)."""
+    message with its newest round of tool results fits the job's budget (if not, the budget is too small, not
+    the conversation too long: a new chat would not fit either)."""
 
     def __init__(self, error: DoesNotFit, carried: list[dict[str, Any]], *, first_fits: bool) -> None:
         super().__init__(str(error))
@@ -290,7 +291,11 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
     try:
         chosen, breakpoints = _plan(session, job, every, planning_budget, overhead, services.settings)
     except DoesNotFit as error:
-        raise _NothingFits(error, carried, first_fits=every[0].tokens + overhead <= planning_budget) from error
+        # A new chat starts from the first message (its hand-over repeats the instruction) and needs a round of
+        # tool results to get anywhere: if the job's budget cannot hold those, a new chat would fail as well.
+        newest_round = next((i for i in range(len(every) - 1, 0, -1) if every[i].role == "assistant"), len(every))
+        smallest = every[0].tokens + overhead + sum(o.tokens for o in every[newest_round:])
+        raise _NothingFits(error, carried, first_fits=smallest <= job.budget) from error
     needed = [i for i in bodies_needed(chosen, every) if i < len(outlines)]
     bodies: dict[int, Any] = dict(message_bodies(session, job.id, needed))
     bodies.update({len(outlines) + i: message for i, message in enumerate(carried)})
@@ -652,7 +657,7 @@ def _budget_too_small(session: Session, job: Job, nothing: _NothingFits) -> _Don
     """The first message alone does not fit the budget: no new chat would help, a bigger budget would."""
     step = job.step + 1
     session.add(_unsent_step_record(job, step, nothing.error))
-    why = f"the budget of {job.budget:,} tokens is too small for even the first message of the job"
+    why = f"the budget of {job.budget:,} tokens is too small for the job's first message with one round of tool results"
     _finish(job, JobStatus.FAILED, error=why)
     _notify(session, job, stopped_notice("budget", job.locale, budget=job.budget))
     return _Done(Outcome(job.id, "finished", step, job.status, stage="does_not_fit"), _wake_parent(session, job))
