@@ -133,6 +133,7 @@ class JobCheck(BaseModel):
     max_steps: int
     max_input_tokens: int
     warnings: list[str] = Field(default_factory=list, description="e.g. the model is deprecated")
+    max_document_chars: int = Field(description="the most characters one document may have: upload no larger file")
 
 
 class Progress(BaseModel):

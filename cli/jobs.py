@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import time
@@ -21,6 +22,7 @@ from cli.common import (
     Offset,
     api,
     consoles,
+    fail,
     plain,
     print_json,
     table,
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
     from api.schemas import DocumentsCreated, JobIn, JobView, MessageView
 
 app = typer.Typer()
+
+UTF8_BOM = codecs.BOM_UTF8
 
 SHOWN_CHARS = 2_000  # of one message block, in the terminal; --json has everything
 
@@ -94,7 +98,10 @@ def submit(
     except ValidationError as error:
         usage_error(error)
     with api(api_url, api_key) as client:
-        client.check_job(job)  # before anything is uploaded: nothing to clean up when it is refused
+        check = client.check_job(job)  # before anything is uploaded: nothing to clean up when it is refused
+        for path in files:
+            if (over := over_the_limit(path, check.max_document_chars)) is not None:
+                fail(over)
         uploaded = client.upload(files)
         created = _create(client, job.model_copy(update={"document_ids": [d.id for d in uploaded.documents]}), uploaded)
         again = f" ({len(uploaded.reused)} stored already)" if uploaded.reused else ""
@@ -106,6 +113,20 @@ def submit(
         for warning in created.warnings:
             plain(err, f"Warning: {warning}", style="yellow")
         follow(client, created, wait=wait, as_json=as_json, interval=interval)
+
+
+def over_the_limit(path: Path, max_chars: int) -> str | None:
+    """Why the file cannot be a document, if it has more characters than one may have; None if it is within.
+    Told from its size where that is enough (UTF-8 takes one to four bytes a character), otherwise counted:
+    a file of 50 MB is refused at once, not read and sent."""
+    size = path.stat().st_size
+    if size <= max_chars:
+        return None
+    limit = f"the limit is {max_chars:,} characters per document: split it into parts of at most that"
+    if size > 4 * max_chars + len(UTF8_BOM):
+        return f"{str(path)!r} has {size:,} bytes, so more than {(size - len(UTF8_BOM)) // 4:,} characters; {limit}"
+    chars = len(path.read_bytes().removeprefix(UTF8_BOM).decode("utf-8", errors="replace"))
+    return f"{str(path)!r} has {chars:,} characters; {limit}" if chars > max_chars else None
 
 
 def follow(client: PlimsollClient, created: JobView, *, wait: bool, as_json: bool, interval: float) -> None:

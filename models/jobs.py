@@ -45,8 +45,10 @@ def create_job(
     safety_net: bool = True,
     max_steps: int | None = None,
     max_input_tokens: int | None = None,
+    check_only: bool = False,
 ) -> Job:
-    """A queued job with its opening message stored. Every check happens before anything is written."""
+    """A queued job with its opening message stored. Every check happens before anything is written; with
+    ``check_only`` nothing is: the job is answered unsaved (no id taken from the sequence)."""
     settings = get_settings()
     if not instruction.strip():
         raise InvalidInput("the instruction is empty")
@@ -106,6 +108,8 @@ def create_job(
         lease_until=now() + timedelta(seconds=settings.lease_seconds),
         documents=[JobDocument(document_id=d.id, position=i, name=d.name) for i, d in enumerate(documents)],
     )
+    if check_only:
+        return job
     session.add(job)
     session.flush()
     # A delegated task names what it should read; listing every document of the main job would ask the subagent

@@ -184,6 +184,7 @@ def test_a_body_at_the_limit_is_read_and_one_byte_more_is_413(api: Api, small_do
     over = caller.post("/v1/documents", content=padded + b" ", headers=json_type)
     assert over.status_code == 413
     assert f"larger than {body_limit():,} bytes" in over.json()["detail"]
+    assert f"a document may have at most {small_documents:,} characters" in over.json()["detail"]
 
 
 def test_a_job_body_over_the_limit_is_413_not_read_and_parsed(api: Api, small_documents: int) -> None:
