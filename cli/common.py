@@ -82,6 +82,22 @@ def usage_error(error: ValidationError) -> NoReturn:
     raise typer.Exit(2)
 
 
+def require_database_setting(what: str) -> None:
+    """End the command (exit code 1) unless a database is configured: without PLIMSOLL_DATABASE_URL the default
+    is a SQLite file under var/ wherever the command runs, which only the embedded service
+    (PLIMSOLL_QUEUE=inprocess) should use; a worker or an operator's command there would work on a database
+    nobody else sees."""
+    from models.settings import get_settings
+
+    settings = get_settings()
+    if "database_url" not in settings.model_fields_set and settings.queue != "inprocess":
+        fail(
+            f"{what} needs a database: set PLIMSOLL_DATABASE_URL (the service's, e.g. "
+            "postgresql+psycopg://plimsoll@127.0.0.1:5432/plimsoll). Without it only the embedded service "
+            f"(PLIMSOLL_QUEUE=inprocess) runs, on {settings.database_url}."
+        )
+
+
 def print_json(value: Any) -> None:
     """Exactly one JSON document on standard output (models, lists and dicts of them, dates), whatever the
     terminal."""

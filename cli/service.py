@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import Json, consoles, print_json
+from cli.common import Json, consoles, print_json, require_database_setting
 
 app = typer.Typer()
 
@@ -29,18 +29,28 @@ def worker(
     beat: Annotated[
         bool, typer.Option(help="Also run the reconciler's schedule (Celery beat) in this worker: one per service.")
     ] = False,
+    hostname: Annotated[
+        str | None,
+        typer.Option(
+            help="The worker's node name (Celery's default: celery@HOST); two workers on one machine "
+            "need different ones, e.g. w1@%h and w2@%h."
+        ),
+    ] = None,
 ) -> None:
     """Run a Celery worker that takes job steps from the broker."""
+    require_database_setting("a worker")
     from worker.celery_app import app as celery
 
     queue = celery.conf.task_default_queue
     options = ["-Q", queue, "-E", f"--concurrency={concurrency}", f"--loglevel={loglevel}"]
+    options += [f"--hostname={hostname}"] if hostname else []
     celery.worker_main(["worker", *options, *(["--beat"] if beat else [])])
 
 
 @app.command()
 def beat(loglevel: Annotated[str, typer.Option(help="Celery's log level.")] = "info") -> None:
     """Run Celery beat: every few seconds it asks a worker to queue again the jobs whose deadline passed."""
+    require_database_setting("beat")
     from worker.celery_app import app as celery
 
     celery.start(["beat", f"--loglevel={loglevel}"])

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli.common import Json, consoles, fail, plain, print_json, table
+from cli.common import Json, consoles, fail, plain, print_json, require_database_setting, table
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -30,6 +30,8 @@ def session_on(database_url: str | None) -> Iterator[Session]:
     from models.db import Database, get_database
     from models.errors import InvalidInput, NotFound
 
+    if not database_url:
+        require_database_setting("plimsoll tenant")
     database = Database(database_url) if database_url else get_database()
     try:
         with database.session() as session:

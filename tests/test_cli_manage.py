@@ -246,6 +246,17 @@ def test_submit_refuses_a_file_over_the_document_limit_before_sending_it(
     assert documents_of(served.database, key) == []
 
 
+def test_samples_writes_chapters_that_submit_takes(served: Served, key: str, tmp_path: Path) -> None:
+    folder = tmp_path / "chapters"
+    written = operator("samples", str(folder), "--json")
+    assert written.exit_code == 0, written.output
+    paths = [Path(p) for p in json.loads(written.stdout)]
+    assert [p.name for p in paths] == sorted(p.name for p in folder.glob("*.txt")) and len(paths) == 6
+    assert all(1_000 < len(p.read_text(encoding="utf-8")) < 10_000 for p in paths)
+    submitted = run(served, key, "submit", *paths, "-i", "Check every chapter.")
+    assert submitted.exit_code == 0, submitted.output
+
+
 def test_a_file_near_the_limit_is_counted_in_characters(tmp_path: Path) -> None:
     cyrillic = tmp_path / "ru.txt"
     cyrillic.write_text("ж" * 1_500, encoding="utf-8")  # 3,000 bytes, 1,500 characters
