@@ -163,8 +163,8 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
             log,
         )
         wait_until(
-            "beat's reconciler in Flower",
-            lambda: flower.get("/api/tasks", params={"taskname": "plimsoll.reconcile"}).json(),
+            "the worker's events in Flower",
+            lambda: flower.get("/api/workers", params={"status": "true"}).json(),
             STARTUP_SECONDS,
             log,
         )
@@ -237,7 +237,7 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
 
         def tasks_of(job_id: int) -> list[dict[str, Any]]:
             listed = flower.get("/api/tasks", params={"taskname": "plimsoll.run_step"}).json().values()
-            ours = (t for t in listed if t["routing_key"] == queue and ast.literal_eval(t["args"])[0] == job_id)
+            ours = (t for t in listed if t["args"].startswith(f"job {job_id}, step "))
             return sorted(ours, key=lambda t: t["received"])
 
         shown = wait_until(
@@ -255,8 +255,10 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
             *earlier, last = tasks
             for task in earlier:
                 assert task["state"] == "SUCCESS"
+                assert task["result"].startswith("{'status': ")  # Flower cuts the column: the status first
                 outcome = ast.literal_eval(task["result"])
                 assert outcome["job_id"] == job_id and {"step", "status", "stage"} <= outcome.keys()
+                assert task["args"] == f"job {job_id}, step {outcome['step']}"  # the step the API numbers so
             if job["status"] == "succeeded":
                 outcome = ast.literal_eval(last["result"])
                 assert last["state"] == "SUCCESS"
@@ -269,7 +271,9 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
             else:
                 assert last["state"] == "FAILURE"
                 assert last["exception"].startswith("JobFailed(")
-                assert f"job {job_id} failed at step {last_step}" in last["exception"]
+                assert f"job {job_id} failed at step {last_step}: stopped after 1 step, the limit" in last["exception"]
+        # Beat sent the reconciler every second all along: none of its runs is a row of the task list.
+        assert flower.get("/api/tasks", params={"taskname": "plimsoll.reconcile"}).json() == {}
         page = flower.get("/tasks").text
         headers = re.findall(r'<th data-column="([a-z_]+)">', page)
         assert {"args", "result", "exception", "state"} <= set(headers), headers

@@ -197,7 +197,8 @@ def _begin(
         _finish(job, JobStatus.CANCELLED, error="the main job was cancelled or has ended")
         return Outcome(job_id, "finished", job.step, job.status)
     if job.step >= job.max_steps:
-        return _stop(session, job, f"stopped after {job.step} steps, the limit of this job", "steps", steps=job.step)
+        steps = f"{job.step} step{'' if job.step == 1 else 's'}"
+        return _stop(session, job, f"stopped after {steps}, the limit of this job", "steps", steps=job.step)
     if job.status == JobStatus.QUEUED:
         job.status, job.started_at = JobStatus.RUNNING, now()
     if job.strategy in CALIBRATED:
