@@ -23,10 +23,8 @@ def notices(
     out, err = consoles()
     with api(api_url, api_key) as client:
         shown = list(client.all_notices(unread=not all_))
-        if mark_read:
-            for notice in shown:
-                if notice.read_at is None:
-                    client.mark_notice_read(notice.id)
+        if mark_read:  # shown as they are now: read
+            shown = [client.mark_notice_read(n.id) if n.read_at is None else n for n in shown]
     if as_json:
         print_json(shown)
         return

@@ -230,6 +230,12 @@ def test_submit_checks_the_job_before_uploading_anything(served: Served, key: st
     assert documents_of(served.database, key) == []
 
 
+def test_a_refused_option_is_named_as_it_is_typed(served: Served, key: str, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("Alpha.", encoding="utf-8")
+    refused = run(served, key, "submit", tmp_path / "a.txt", "-i", "Read.", "--max-steps", "0")
+    assert refused.exit_code == 2 and "--max-steps: Input should be greater than or equal to 1" in refused.stderr
+
+
 def test_submit_refuses_a_file_over_the_document_limit_before_sending_it(
     served: Served, key: str, tmp_path: Path
 ) -> None:
