@@ -136,12 +136,24 @@ class JobCheck(BaseModel):
     max_document_chars: int = Field(description="the most characters one document may have: upload no larger file")
 
 
+class Reading(BaseModel):
+    """The document a running job (or one of its subagents) read last, and how far into it."""
+
+    document: str
+    document_number: int = Field(description="its place among the job's documents, from 1")
+    page: int = Field(description="pages of it read so far, this one included")
+    pages: int | None = Field(description="about how many pages it has, from the pages read; null on the first")
+    characters_from: int = Field(description="where the page read last starts")
+    characters: int = Field(description="the document's length")
+
+
 class Progress(BaseModel):
     steps_done: int
     documents_total: int = Field(description="documents the job may read")
     documents_read: list[str] = Field(
         description="distinct documents read so far by the job and its subagents, in the order first read"
     )
+    reading: Reading | None = Field(default=None, description="while the job runs: what it read last")
 
 
 class Usage(BaseModel):
