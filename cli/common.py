@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_API_URL", "MAX_ID"]  # for the command modules
 
 ApiUrl = Annotated[str, typer.Option("--api-url", envvar="PLIMSOLL_API_URL", help="The Plimsoll API.")]
-ApiKey = Annotated[
+ApiKey = Annotated[  # not marked required in --help: the environment usually gives it; api() says if nothing did
     str, typer.Option("--api-key", envvar="PLIMSOLL_API_KEY", help="The tenant's API key.", show_default=False)
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print one JSON document on standard output, for scripts.")]
@@ -68,6 +68,8 @@ def api(url: str, key: str) -> Iterator[PlimsollClient]:
     """A client of the API; a refusal or no answer ends the command with exit code 1 and the reason."""
     from api.client import ClientError, PlimsollClient
 
+    if not key:
+        fail("no API key: set PLIMSOLL_API_KEY, or pass --api-key (plimsoll tenant create NAME makes one)")
     try:
         with PlimsollClient(url, key) as client:
             yield client

@@ -16,7 +16,7 @@ app = typer.Typer()
 def continue_job(
     job: JobId,
     instruction: Annotated[str, typer.Option("--instruction", "-i", help="The next step, for the new chat.")],
-    api_key: ApiKey,
+    api_key: ApiKey = "",
     model: Annotated[str | None, typer.Option(help="A model of the catalogue (default: the old job's).")] = None,
     budget: Annotated[int | None, typer.Option(help="Input tokens per request (default: the old job's).")] = None,
     strategy: Annotated[str, typer.Option(help="How the new job fits its requests.")] = "plimsoll",

@@ -60,9 +60,9 @@ def demo(
 def summary(report: DemoReport) -> Table:
     from rich.table import Table
 
-    table = Table(title="Plimsoll demo: one subagent, one instruction, many long tool results")
-    table.add_column("")
-    table.add_column("", justify="right")
+    table = Table(show_header=False)  # as the README shows it: no title to wrap, no empty header row
+    table.add_column()
+    table.add_column(justify="right")
     rows = [
         ("job", report.status),
         ("chapters read and noted correctly", f"{report.chapters_read} of {report.chapters}"),

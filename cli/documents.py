@@ -32,7 +32,7 @@ class Action(enum.StrEnum):
 
 @app.command()
 def documents(
-    api_key: ApiKey,
+    api_key: ApiKey = "",
     action: Annotated[Action, typer.Argument(help="list, or delete ID.")] = Action.LIST,
     document_id: Annotated[
         int | None, typer.Argument(min=1, max=MAX_ID, help="The document to delete.", show_default=False)

@@ -55,7 +55,7 @@ def submit(
         typer.Argument(exists=True, dir_okay=False, readable=True, help="UTF-8 text files the job may read."),
     ],
     instruction: Annotated[str, typer.Option("--instruction", "-i", help="What the agent should do.")],
-    api_key: ApiKey,
+    api_key: ApiKey = "",
     model: Annotated[str | None, typer.Option(help="A model of the catalogue (default: the server's).")] = None,
     budget: Annotated[int | None, typer.Option(help="Input tokens per request (default: the model's).")] = None,
     locale: Annotated[
@@ -180,7 +180,7 @@ def wait_quietly(client: PlimsollClient, job_id: int, *, interval: float) -> Job
 
 
 @app.command()
-def watch(job: JobId, api_key: ApiKey, interval: Interval = 1.0, as_json: Json = False,
+def watch(job: JobId, api_key: ApiKey = "", interval: Interval = 1.0, as_json: Json = False,
           api_url: ApiUrl = DEFAULT_API_URL) -> None:  # fmt: skip
     """Follow a job until it finishes, then print its answer or its notice (exit code 0 only if it succeeded)."""
     from api.watch import watch_job
@@ -202,7 +202,7 @@ def watch(job: JobId, api_key: ApiKey, interval: Interval = 1.0, as_json: Json =
 
 @app.command("jobs")
 def list_jobs(
-    api_key: ApiKey,
+    api_key: ApiKey = "",
     status: Annotated[JobStatus | None, typer.Option(help="Only jobs in this status.")] = None,
     subagents: Annotated[bool, typer.Option("--subagents", help="Also the subagents' jobs.")] = False,
     offset: Offset = 0,
@@ -233,7 +233,7 @@ def list_jobs(
 
 
 @app.command()
-def cancel(job: JobId, api_key: ApiKey, as_json: Json = False, api_url: ApiUrl = DEFAULT_API_URL) -> None:
+def cancel(job: JobId, api_key: ApiKey = "", as_json: Json = False, api_url: ApiUrl = DEFAULT_API_URL) -> None:
     """Cancel a queued or running job and its unfinished subagents."""
     _out, err = consoles()
     with api(api_url, api_key) as client:
@@ -247,7 +247,7 @@ def cancel(job: JobId, api_key: ApiKey, as_json: Json = False, api_url: ApiUrl =
 @app.command()
 def steps(
     job: JobId,
-    api_key: ApiKey,
+    api_key: ApiKey = "",
     offset: Offset = 0,
     limit: Limit = 100,
     as_json: Json = False,
@@ -278,7 +278,7 @@ def steps(
 @app.command()
 def messages(
     job: JobId,
-    api_key: ApiKey,
+    api_key: ApiKey = "",
     offset: Offset = 0,
     limit: Limit = 20,
     as_json: Json = False,

@@ -13,7 +13,7 @@ app = typer.Typer()
 
 @app.command()
 def notices(
-    api_key: ApiKey,
+    api_key: ApiKey = "",
     all_: Annotated[bool, typer.Option("--all", help="Also the notices already read.")] = False,
     mark_read: Annotated[bool, typer.Option("--mark-read", help="Mark the notices shown as read.")] = False,
     as_json: Json = False,

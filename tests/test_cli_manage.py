@@ -230,6 +230,14 @@ def test_submit_checks_the_job_before_uploading_anything(served: Served, key: st
     assert documents_of(served.database, key) == []
 
 
+def test_the_api_key_is_not_marked_required_but_its_absence_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PLIMSOLL_API_KEY", raising=False)
+    helped = operator("jobs", "--help")
+    assert "PLIMSOLL_API_KEY" in helped.stdout and "required" not in helped.stdout
+    refused = operator("jobs", "--api-url", "http://127.0.0.1:9")
+    assert refused.exit_code == 1 and "no API key: set PLIMSOLL_API_KEY, or pass --api-key" in refused.stderr
+
+
 def test_a_refused_option_is_named_as_it_is_typed(served: Served, key: str, tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("Alpha.", encoding="utf-8")
     refused = run(served, key, "submit", tmp_path / "a.txt", "-i", "Read.", "--max-steps", "0")
