@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -10,6 +11,7 @@ from typing import Any, Self, TypeVar
 import httpx
 from pydantic import BaseModel
 
+from api.constants import DEFAULT_API_URL
 from api.schemas import (
     ContinueIn,
     DocumentIn,
@@ -27,8 +29,6 @@ from api.schemas import (
 )
 
 Model = TypeVar("Model", bound=BaseModel)
-
-DEFAULT_API_URL = "http://127.0.0.1:8000"
 
 
 class ClientError(Exception):
@@ -59,7 +59,13 @@ class PlimsollClient:
     ) -> None:
         headers = {"X-API-Key": api_key} if api_key else {}
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, transport=transport)
+        # Over plain HTTP no certificate is needed: loading the CA bundle would double the CLI's start-up. The
+        # context still requires certificates, so a TLS connection it were ever used for would fail, not trust.
+        plain_http = self.base_url.lower().startswith("http://")
+        verify: ssl.SSLContext | bool = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT) if plain_http else True
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport, verify=verify
+        )
 
     def close(self) -> None:
         self._http.close()

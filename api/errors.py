@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import re
 import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request, status
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from api.schemas import ErrorBody
 from models.errors import InvalidInput, NotFound
@@ -49,14 +53,76 @@ async def not_found(_request: Request, exc: Exception) -> JSONResponse:
     return error(status.HTTP_404_NOT_FOUND, str(exc))
 
 
-async def malformed_request(_request: Request, exc: Exception) -> JSONResponse:
+async def malformed_request(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     problems = exc.errors()
+    if any(p.get("loc", ("",))[0] == "path" for p in problems) and (named := _literal_methods(request)):
+        # GET /v1/jobs/check is not job "check": the path names a route of its own, for other methods.
+        return not_allowed(request, named)
     broken = next((p for p in problems if p.get("type") == "json_invalid"), None)
     if broken is not None:
         return error(status.HTTP_422_UNPROCESSABLE_CONTENT, not_json(exc.body, broken))
     detail = "; ".join(f"{_where(p.get('loc', ()))}: {p.get('msg', 'invalid')}" for p in problems)
-    return error(status.HTTP_422_UNPROCESSABLE_CONTENT, detail or "invalid request", jsonable_encoder(problems))
+    return error(
+        status.HTTP_422_UNPROCESSABLE_CONTENT, detail or "invalid request", _finite(jsonable_encoder(problems))
+    )
+
+
+def _finite(value: Any) -> Any:
+    """The problems as JSON can carry them: a number JSON cannot write (NaN, Infinity, or 1e999999, which
+    Python reads as infinity) quoted as it was read, instead of failing the answer."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, list):
+        return [_finite(each) for each in value]
+    if isinstance(value, dict):
+        return {key: _finite(each) for key, each in value.items()}
+    return value
+
+
+def unreadable_body(exc: BaseException) -> str | None:
+    """Why a body could not be read as JSON although its syntax was never looked at, or None: bytes that are
+    not UTF-8, or nesting deeper than the parser goes."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"the body is not UTF-8: byte 0x{exc.object[exc.start]:02x} at offset {exc.start:,} ({exc.reason})"
+    if isinstance(exc, RecursionError):
+        return "the body is not acceptable JSON: it is nested too deeply"
+    return None
+
+
+async def http_error(request: Request, exc: Exception) -> Any:
+    """FastAPI's and Starlette's own refusals, said plainly: a body FastAPI could not parse is a 422 naming why
+    (not a bare 400); a 405 lists in ``Allow`` every method of the path, not only those of one route."""
+    assert isinstance(exc, HTTPException)
+    reason = unreadable_body(exc.__cause__) if exc.__cause__ is not None else None
+    if exc.status_code == status.HTTP_400_BAD_REQUEST and reason is not None:
+        return error(status.HTTP_422_UNPROCESSABLE_CONTENT, reason)
+    if exc.status_code == status.HTTP_405_METHOD_NOT_ALLOWED:
+        return not_allowed(request, _literal_methods(request) or _methods(request, literal=False))
+    return await http_exception_handler(request, exc)
+
+
+def not_allowed(request: Request, allowed: set[str]) -> JSONResponse:
+    methods = ", ".join(sorted(allowed))
+    answer = error(status.HTTP_405_METHOD_NOT_ALLOWED, f"{request.method} is not allowed here; allowed: {methods}")
+    answer.headers["Allow"] = methods
+    return answer
+
+
+def _literal_methods(request: Request) -> set[str]:
+    return _methods(request, literal=True)
+
+
+def _methods(request: Request, *, literal: bool) -> set[str]:
+    """The methods the API's OpenAPI document gives the request's path (only paths without parameters, if
+    ``literal``)."""
+    methods: set[str] = set()
+    for template, operations in request.app.openapi()["paths"].items():
+        if literal and "{" in template:
+            continue
+        if re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", template), request.url.path):
+            methods |= {method.upper() for method in operations}
+    return methods
 
 
 def not_json(body: object, error: json.JSONDecodeError | dict[str, Any]) -> str:
@@ -108,4 +174,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(InvalidInput, invalid_input)
     app.add_exception_handler(NotFound, not_found)
     app.add_exception_handler(RequestValidationError, malformed_request)
+    app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(Exception, unexpected)

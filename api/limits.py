@@ -13,9 +13,15 @@ from api.errors import error
 
 
 def too_large(limit: int) -> str:
+    """What a body over ``limit`` bytes is told: one document may have at most so many characters (a file
+    over that must be split, however it is sent), and documents within it go in several requests."""
+    from models.settings import get_settings
+
+    max_chars = get_settings().max_document_chars
     return (
-        f"the request body is larger than {limit:,} bytes, the room one document of the largest size takes; "
-        "send less at once, e.g. upload the files in several requests"
+        f"the request body is larger than {limit:,} bytes, the room one document of the largest size takes: a "
+        f"document may have at most {max_chars:,} characters (split a longer file into parts); documents within "
+        "that limit can be uploaded in several requests"
     )
 
 

@@ -7,10 +7,11 @@ from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from api.constants import MAX_ID, MAX_INT
+from plimsoll.notices import check_locale
+
 T = TypeVar("T")
 
-MAX_ID = 2**63 - 1  # PostgreSQL's bigint, the type of every id
-MAX_INT = 2**31 - 1  # PostgreSQL's integer
 Id = Annotated[int, Field(ge=1, le=MAX_ID)]
 """An id in a path, a query or a body: out of range is a 422 naming the field, never a database error."""
 
@@ -90,7 +91,11 @@ class JobIn(Input):
         description="input tokens per request; default: the model's, at most its limit less its reply",
     )
     locale: str | None = Field(
-        default=None, max_length=16, pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$", examples=["en", "cs-CZ"]
+        default=None,
+        max_length=16,
+        pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$",
+        examples=["en", "cs-CZ"],
+        description="the language of the notices: en or cs, a region may follow; default from the settings",
     )
     strategy: str = Field(
         default="plimsoll", description="plimsoll, or original / legacy / unbatched to reproduce old failures"
@@ -112,6 +117,11 @@ class JobIn(Input):
         default=False, description="run a new job on a retired model anyway (the provider may refuse it)"
     )
 
+    @field_validator("locale")
+    @classmethod
+    def known_locale(cls, value: str | None) -> str | None:
+        return None if value is None else check_locale(value)
+
 
 class ContinueIn(Input):
     instruction: str = Field(min_length=1, description="the next step, for the new chat")
@@ -132,6 +142,18 @@ class JobCheck(BaseModel):
     max_steps: int
     max_input_tokens: int
     warnings: list[str] = Field(default_factory=list, description="e.g. the model is deprecated or retired")
+    max_document_chars: int = Field(description="the most characters one document may have: upload no larger file")
+
+
+class Reading(BaseModel):
+    """The document a running job (or one of its subagents) read last, and how far into it."""
+
+    document: str
+    document_number: int = Field(description="its place among the job's documents, from 1")
+    page: int = Field(description="pages of it read so far, this one included")
+    pages: int | None = Field(description="about how many pages it has, from the pages read; null on the first")
+    characters_from: int = Field(description="where the page read last starts")
+    characters: int = Field(description="the document's length")
 
 
 class Progress(BaseModel):
@@ -140,6 +162,7 @@ class Progress(BaseModel):
     documents_read: list[str] = Field(
         description="distinct documents read so far by the job and its subagents, in the order first read"
     )
+    reading: Reading | None = Field(default=None, description="while the job runs: what it read last")
 
 
 class Usage(BaseModel):

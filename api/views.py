@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import math
+
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from api.schemas import ChildJob, JobSummary, JobView, LastRequest, Limits, Progress, Usage
+from api.schemas import ChildJob, JobSummary, JobView, LastRequest, Limits, Progress, Reading, Usage
 from models.catalogue import CATALOGUE, lifecycle_warning
 from models.continuation import continuation_of
-from models.history import documents_read
+from models.history import distinct_read, read_calls
 from models.jobs import children_of, last_step
-from models.tables import Job, Step
+from models.tables import Document, Job, JobStatus, Step
 from models.usage import cost_vs_uncached
 
 EXCERPT_CHARS = 120
@@ -19,6 +22,8 @@ def job_view(session: Session, job: Job) -> JobView:
     children = children_of(session, job.id)
     names = [document.name for document in job.documents]
     step = last_step(session, job.id)
+    # Subagents read the job's documents on its behalf: their reads count as the job's progress.
+    calls = read_calls(session, job_ids=[job.id, *(c.id for c in children)])
     return JobView(
         id=job.id,
         kind=job.kind,
@@ -35,8 +40,8 @@ def job_view(session: Session, job: Job) -> JobView:
         progress=Progress(
             steps_done=job.step,
             documents_total=len(names),
-            # Subagents read the job's documents on its behalf: their reads count as the job's progress.
-            documents_read=documents_read(session, job_ids=[job.id, *(c.id for c in children)], names=names),
+            documents_read=distinct_read(calls, names),
+            reading=None if JobStatus(job.status).finished else reading(session, job, calls),
         ),
         usage=usage_of(job),
         retries=job.retries,
@@ -53,6 +58,23 @@ def job_view(session: Session, job: Job) -> JobView:
         continued_from=job.continued_from_id,
         continued_by=continuation.id if (continuation := continuation_of(session, job.id)) else None,
     )
+
+
+def reading(session: Session, job: Job, calls: list[tuple[str, int]]) -> Reading | None:
+    """The document read last and the page: pages read of it so far, and about how many it has (its length over
+    the mean page read so far; pages are a quarter of the budget in tokens, so their lengths vary a little)."""
+    known = {d.name: d for d in job.documents}
+    if not calls or calls[-1][0] not in known:
+        return None
+    name, offset = calls[-1]
+    entry = known[name]
+    characters = session.scalar(select(Document.chars).where(Document.id == entry.document_id)) or 0
+    page = len({at for each, at in calls if each == name})
+    pages = math.ceil(characters / (offset / (page - 1))) if offset and page > 1 else None
+    return Reading(
+        document=name, document_number=entry.position + 1, page=page, pages=pages, characters_from=offset,
+        characters=characters,
+    )  # fmt: skip
 
 
 def child_job(child: Job) -> ChildJob:

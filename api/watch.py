@@ -86,6 +86,11 @@ def job_panel(job: JobView, *, problem: str | None = None) -> Panel:
     rows.add_row("Cache reads", reads if cost is None else f"{reads} · input cost {cost:.2f}x uncached")
     read, total = len(job.progress.documents_read), job.progress.documents_total
     rows.add_row("Documents read", f"{read:,} of {total:,}")
+    if (now := job.progress.reading) is not None:
+        pages = (
+            f", page {now.page:,}" + (f" of about {now.pages:,}" if now.pages else "") if now.characters_from else ""
+        )
+        rows.add_row("Reading", f"doc {now.document_number:,} of {total:,} ({now.document}){pages}")
     left = time_left(job, datetime.now(UTC))
     if left is not None:
         rows.add_row("Time left", f"about {_duration(left)} (at the pace of the documents read so far)")

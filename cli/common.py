@@ -1,23 +1,30 @@
-"""What the commands share: the API options, the two consoles, JSON output, and failing with a clear message."""
+"""What the commands share: the API options, the two consoles, JSON output, and failing with a clear message.
+
+The command modules import only typer and this module when the command line starts; what a command needs (the
+API's client, pydantic, rich's widgets, the database) is imported when it runs, so `plimsoll --help` starts in a
+blink (tests/test_cli_startup.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from pydantic import ValidationError
-from pydantic_core import to_json
-from rich.console import Console
-from rich.table import Table
 
-from api.client import ClientError, PlimsollClient
-from api.routes.pagination import MAX_LIMIT
-from api.schemas import MAX_ID
+from api.constants import DEFAULT_API_URL, MAX_ID, MAX_LIMIT
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+    from rich.console import Console
+    from rich.table import Table
+
+    from api.client import PlimsollClient
+
+__all__ = ["DEFAULT_API_URL", "MAX_ID"]  # for the command modules
 
 ApiUrl = Annotated[str, typer.Option("--api-url", envvar="PLIMSOLL_API_URL", help="The Plimsoll API.")]
-ApiKey = Annotated[
+ApiKey = Annotated[  # not marked required in --help: the environment usually gives it; api() says if nothing did
     str, typer.Option("--api-key", envvar="PLIMSOLL_API_KEY", help="The tenant's API key.", show_default=False)
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print one JSON document on standard output, for scripts.")]
@@ -32,12 +39,16 @@ PIPE_WIDTH = 10_000  # standard output into a pipe or a file: one line per table
 
 def consoles() -> tuple[Console, Console]:
     """(standard output, standard error), looked up at each call so that redirection in tests is seen."""
+    from rich.console import Console
+
     out = Console()
     return out if out.is_terminal else Console(width=PIPE_WIDTH), Console(stderr=True)
 
 
 def table(*columns: str) -> Table:
     """A plain table; in a terminal, only its last column wraps."""
+    from rich.table import Table
+
     grid = Table(box=None, highlight=False)
     for column in columns[:-1]:
         grid.add_column(column, no_wrap=True)
@@ -46,6 +57,8 @@ def table(*columns: str) -> Table:
 
 
 def fail(message: str) -> NoReturn:
+    from rich.console import Console
+
     Console(stderr=True).print(f"[red]Error:[/red] {message}", highlight=False, soft_wrap=True, markup=True)
     raise typer.Exit(1)
 
@@ -53,6 +66,10 @@ def fail(message: str) -> NoReturn:
 @contextmanager
 def api(url: str, key: str) -> Iterator[PlimsollClient]:
     """A client of the API; a refusal or no answer ends the command with exit code 1 and the reason."""
+    from api.client import ClientError, PlimsollClient
+
+    if not key:
+        fail("no API key: set PLIMSOLL_API_KEY, or pass --api-key (plimsoll tenant create NAME makes one)")
     try:
         with PlimsollClient(url, key) as client:
             yield client
@@ -62,14 +79,32 @@ def api(url: str, key: str) -> Iterator[PlimsollClient]:
 
 def usage_error(error: ValidationError) -> NoReturn:
     """Options the API would refuse: said as the options they came from, exit code 2, nothing sent."""
-    problems = "; ".join(f"--{'-'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-    plain(Console(stderr=True), f"Error: {problems}")
+    problems = "; ".join(f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}" for e in error.errors())
+    plain(consoles()[1], f"Error: {problems}")
     raise typer.Exit(2)
+
+
+def require_database_setting(what: str) -> None:
+    """End the command (exit code 1) unless a database is configured: without PLIMSOLL_DATABASE_URL the default
+    is a SQLite file under var/ wherever the command runs, which only the embedded service
+    (PLIMSOLL_QUEUE=inprocess) should use; a worker or an operator's command there would work on a database
+    nobody else sees."""
+    from models.settings import get_settings
+
+    settings = get_settings()
+    if "database_url" not in settings.model_fields_set and settings.queue != "inprocess":
+        fail(
+            f"{what} needs a database: set PLIMSOLL_DATABASE_URL (the service's, e.g. "
+            "postgresql+psycopg://plimsoll@127.0.0.1:5432/plimsoll). Without it only the embedded service "
+            f"(PLIMSOLL_QUEUE=inprocess) runs, on {settings.database_url}."
+        )
 
 
 def print_json(value: Any) -> None:
     """Exactly one JSON document on standard output (models, lists and dicts of them, dates), whatever the
     terminal."""
+    from pydantic_core import to_json
+
     typer.echo(to_json(value, indent=2).decode())
 
 

@@ -5,11 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 
-from api.client import DEFAULT_API_URL
-from api.schemas import ContinueIn
-from cli.common import ApiKey, ApiUrl, Interval, JobId, Json, api, consoles, plain, usage_error
+from cli.common import DEFAULT_API_URL, ApiKey, ApiUrl, Interval, JobId, Json, api, consoles, plain, usage_error
 from cli.jobs import follow
 
 app = typer.Typer()
@@ -19,7 +16,7 @@ app = typer.Typer()
 def continue_job(
     job: JobId,
     instruction: Annotated[str, typer.Option("--instruction", "-i", help="The next step, for the new chat.")],
-    api_key: ApiKey,
+    api_key: ApiKey = "",
     model: Annotated[str | None, typer.Option(help="A model of the catalogue (default: the old job's).")] = None,
     budget: Annotated[int | None, typer.Option(help="Input tokens per request (default: the old job's).")] = None,
     strategy: Annotated[str, typer.Option(help="How the new job fits its requests.")] = "plimsoll",
@@ -33,6 +30,10 @@ def continue_job(
 ) -> None:
     """Start a new job that continues JOB in a new chat: the same documents, a hand-over of what JOB was asked,
     produced and left to do, and the next step. Prints the new job's id."""
+    from pydantic import ValidationError
+
+    from api.schemas import ContinueIn
+
     err = consoles()[1]
     try:
         next_step = ContinueIn(

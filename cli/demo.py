@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from cli.common import Json, print_json
-from demo.run import DemoReport, run_demo
-from demo.run import Progress as DemoProgress
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from demo.run import DemoReport
+    from demo.run import Progress as DemoProgress
 
 app = typer.Typer()
 
@@ -28,6 +29,11 @@ def demo(
 ) -> None:
     """Check 40 long multilingual chapters with a subagent, under a budget far below their total: no services
     needed (SQLite, an in-process worker and the bundled model emulator)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from demo.run import run_demo
+
     folder.mkdir(parents=True, exist_ok=True)
     console = Console(stderr=True) if as_json else Console()  # with --json, the progress goes to standard error
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -52,9 +58,11 @@ def demo(
 
 
 def summary(report: DemoReport) -> Table:
-    table = Table(title="Plimsoll demo: one subagent, one instruction, many long tool results")
-    table.add_column("")
-    table.add_column("", justify="right")
+    from rich.table import Table
+
+    table = Table(show_header=False)  # as the README shows it: no title to wrap, no empty header row
+    table.add_column()
+    table.add_column(justify="right")
     rows = [
         ("job", report.status),
         ("chapters read and noted correctly", f"{report.chapters_read} of {report.chapters}"),

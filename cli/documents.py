@@ -7,9 +7,20 @@ from typing import Annotated
 
 import typer
 
-from api.client import DEFAULT_API_URL
-from api.schemas import MAX_ID
-from cli.common import ApiKey, ApiUrl, Json, Limit, Offset, api, consoles, plain, print_json, table
+from cli.common import (
+    DEFAULT_API_URL,
+    MAX_ID,
+    ApiKey,
+    ApiUrl,
+    Json,
+    Limit,
+    Offset,
+    api,
+    consoles,
+    plain,
+    print_json,
+    table,
+)
 
 app = typer.Typer()
 
@@ -21,7 +32,7 @@ class Action(enum.StrEnum):
 
 @app.command()
 def documents(
-    api_key: ApiKey,
+    api_key: ApiKey = "",
     action: Annotated[Action, typer.Argument(help="list, or delete ID.")] = Action.LIST,
     document_id: Annotated[
         int | None, typer.Argument(min=1, max=MAX_ID, help="The document to delete.", show_default=False)

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
-from rich.console import Console
 
-from api.client import DEFAULT_API_URL, ApiUnreachable, ClientError, PlimsollClient
-from api.schemas import DocumentsCreated, JobIn, JobView, MessageView, SummaryView
-from api.watch import FINISHED, watch_job
 from cli.common import (
+    DEFAULT_API_URL,
     ApiKey,
     ApiUrl,
     Interval,
@@ -25,14 +22,23 @@ from cli.common import (
     Offset,
     api,
     consoles,
+    fail,
     plain,
     print_json,
     table,
     usage_error,
 )
-from models.tables import JobStatus
+from models.statuses import JobStatus
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from api.client import PlimsollClient
+    from api.schemas import DocumentsCreated, JobIn, JobView, MessageView, SummaryView
 
 app = typer.Typer()
+
+UTF8_BOM = codecs.BOM_UTF8
 
 SHOWN_CHARS = 2_000  # of one message block, in the terminal; --json has everything
 
@@ -49,7 +55,7 @@ def submit(
         typer.Argument(exists=True, dir_okay=False, readable=True, help="UTF-8 text files the job may read."),
     ],
     instruction: Annotated[str, typer.Option("--instruction", "-i", help="What the agent should do.")],
-    api_key: ApiKey,
+    api_key: ApiKey = "",
     model: Annotated[str | None, typer.Option(help="A model of the catalogue (default: the server's).")] = None,
     budget: Annotated[int | None, typer.Option(help="Input tokens per request (default: the model's).")] = None,
     locale: Annotated[
@@ -79,6 +85,10 @@ def submit(
     """Check the job, upload FILES, create the job over them, and print its id.
 
     A job the API refuses leaves no new document behind."""
+    from pydantic import ValidationError
+
+    from api.schemas import JobIn
+
     err = consoles()[1]
     try:
         job = JobIn(
@@ -96,7 +106,10 @@ def submit(
     except ValidationError as error:
         usage_error(error)
     with api(api_url, api_key) as client:
-        client.check_job(job)  # before anything is uploaded: nothing to clean up when it is refused
+        check = client.check_job(job)  # before anything is uploaded: nothing to clean up when it is refused
+        for path in files:
+            if (over := over_the_limit(path, check.max_document_chars)) is not None:
+                fail(over)
         uploaded = client.upload(files)
         created = _create(client, job.model_copy(update={"document_ids": [d.id for d in uploaded.documents]}), uploaded)
         again = f" ({len(uploaded.reused)} stored already)" if uploaded.reused else ""
@@ -110,9 +123,25 @@ def submit(
         follow(client, created, wait=wait, as_json=as_json, interval=interval)
 
 
+def over_the_limit(path: Path, max_chars: int) -> str | None:
+    """Why the file cannot be a document, if it has more characters than one may have; None if it is within.
+    Told from its size where that is enough (UTF-8 takes one to four bytes a character), otherwise counted:
+    a file of 50 MB is refused at once, not read and sent."""
+    size = path.stat().st_size
+    if size <= max_chars:
+        return None
+    limit = f"the limit is {max_chars:,} characters per document: split it into parts of at most that"
+    if size > 4 * max_chars + len(UTF8_BOM):
+        return f"{str(path)!r} has {size:,} bytes, so more than {(size - len(UTF8_BOM)) // 4:,} characters; {limit}"
+    chars = len(path.read_bytes().removeprefix(UTF8_BOM).decode("utf-8", errors="replace"))
+    return f"{str(path)!r} has {chars:,} characters; {limit}" if chars > max_chars else None
+
+
 def follow(client: PlimsollClient, created: JobView, *, wait: bool, as_json: bool, interval: float) -> None:
     """After a job was created: print its id (or, with --json, the job), and with --wait follow it to its end
     and exit with its exit code."""
+    from api.watch import watch_job
+
     out, err = consoles()
     if not wait:
         if as_json:
@@ -130,6 +159,8 @@ def follow(client: PlimsollClient, created: JobView, *, wait: bool, as_json: boo
 
 def _create(client: PlimsollClient, job: JobIn, uploaded: DocumentsCreated) -> JobView:
     """The job; if the API refuses it after all, the documents this upload added are deleted again."""
+    from api.client import ClientError
+
     try:
         return client.submit_job(job)
     except ClientError:
@@ -143,6 +174,9 @@ def _create(client: PlimsollClient, job: JobIn, uploaded: DocumentsCreated) -> J
 
 def wait_quietly(client: PlimsollClient, job_id: int, *, interval: float) -> JobView:
     """Poll until the job finishes, showing nothing (for --json)."""
+    from api.client import ApiUnreachable
+    from api.watch import FINISHED
+
     job = client.job(job_id)
     while job.status not in FINISHED:
         time.sleep(interval)
@@ -154,9 +188,11 @@ def wait_quietly(client: PlimsollClient, job_id: int, *, interval: float) -> Job
 
 
 @app.command()
-def watch(job: JobId, api_key: ApiKey, interval: Interval = 1.0, as_json: Json = False,
+def watch(job: JobId, api_key: ApiKey = "", interval: Interval = 1.0, as_json: Json = False,
           api_url: ApiUrl = DEFAULT_API_URL) -> None:  # fmt: skip
     """Follow a job until it finishes, then print its answer or its notice (exit code 0 only if it succeeded)."""
+    from api.watch import watch_job
+
     out, err = consoles()
     with api(api_url, api_key) as client:
         try:
@@ -174,7 +210,7 @@ def watch(job: JobId, api_key: ApiKey, interval: Interval = 1.0, as_json: Json =
 
 @app.command("jobs")
 def list_jobs(
-    api_key: ApiKey,
+    api_key: ApiKey = "",
     status: Annotated[JobStatus | None, typer.Option(help="Only jobs in this status.")] = None,
     subagents: Annotated[bool, typer.Option("--subagents", help="Also the subagents' jobs.")] = False,
     offset: Offset = 0,
@@ -205,7 +241,7 @@ def list_jobs(
 
 
 @app.command()
-def cancel(job: JobId, api_key: ApiKey, as_json: Json = False, api_url: ApiUrl = DEFAULT_API_URL) -> None:
+def cancel(job: JobId, api_key: ApiKey = "", as_json: Json = False, api_url: ApiUrl = DEFAULT_API_URL) -> None:
     """Cancel a queued or running job and its unfinished subagents."""
     _out, err = consoles()
     with api(api_url, api_key) as client:
@@ -219,7 +255,7 @@ def cancel(job: JobId, api_key: ApiKey, as_json: Json = False, api_url: ApiUrl =
 @app.command()
 def steps(
     job: JobId,
-    api_key: ApiKey,
+    api_key: ApiKey = "",
     offset: Offset = 0,
     limit: Limit = 100,
     as_json: Json = False,
@@ -252,7 +288,7 @@ def steps(
 @app.command()
 def messages(
     job: JobId,
-    api_key: ApiKey,
+    api_key: ApiKey = "",
     offset: Offset = 0,
     limit: Limit = 20,
     summary: Annotated[

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from cli import continuation, demo, documents, jobs, notices, service, tenants
+from cli import continuation, demo, documents, jobs, notices, samples, service, tenants
 
 app = typer.Typer(help="Plimsoll: long LLM agent work that never overflows the model's context.", no_args_is_help=True)
-for group in (jobs, continuation, notices, documents, service, demo):
+for group in (jobs, continuation, notices, documents, samples, service, demo):
     app.add_typer(group.app)
 app.add_typer(tenants.app, name="tenant")

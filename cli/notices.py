@@ -6,15 +6,14 @@ from typing import Annotated
 
 import typer
 
-from api.client import DEFAULT_API_URL
-from cli.common import ApiKey, ApiUrl, Json, api, consoles, plain, print_json
+from cli.common import DEFAULT_API_URL, ApiKey, ApiUrl, Json, api, consoles, plain, print_json
 
 app = typer.Typer()
 
 
 @app.command()
 def notices(
-    api_key: ApiKey,
+    api_key: ApiKey = "",
     all_: Annotated[bool, typer.Option("--all", help="Also the notices already read.")] = False,
     mark_read: Annotated[bool, typer.Option("--mark-read", help="Mark the notices shown as read.")] = False,
     as_json: Json = False,
@@ -24,10 +23,8 @@ def notices(
     out, err = consoles()
     with api(api_url, api_key) as client:
         shown = list(client.all_notices(unread=not all_))
-        if mark_read:
-            for notice in shown:
-                if notice.read_at is None:
-                    client.mark_notice_read(notice.id)
+        if mark_read:  # shown as they are now: read
+            shown = [client.mark_notice_read(n.id) if n.read_at is None else n for n in shown]
     if as_json:
         print_json(shown)
         return

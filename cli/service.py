@@ -5,12 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-import uvicorn
-from rich.console import Console
 
-from cli.common import Json, print_json
-from models.migrate import current_revision, upgrade
-from models.settings import get_settings
+from cli.common import Json, consoles, print_json, require_database_setting
 
 app = typer.Typer()
 
@@ -21,6 +17,8 @@ def serve(
     port: Annotated[int, typer.Option(min=1, max=65535, help="The port to listen on.")] = 8000,
 ) -> None:
     """Serve the HTTP API (uvicorn, api.app:app) on the settings' database."""
+    import uvicorn
+
     uvicorn.run("api.app:app", host=host, port=port, proxy_headers=True)
 
 
@@ -31,18 +29,28 @@ def worker(
     beat: Annotated[
         bool, typer.Option(help="Also run the reconciler's schedule (Celery beat) in this worker: one per service.")
     ] = False,
+    hostname: Annotated[
+        str | None,
+        typer.Option(
+            help="The worker's node name (Celery's default: celery@HOST); two workers on one machine "
+            "need different ones, e.g. w1@%h and w2@%h."
+        ),
+    ] = None,
 ) -> None:
     """Run a Celery worker that takes job steps from the broker."""
+    require_database_setting("a worker")
     from worker.celery_app import app as celery
 
     queue = celery.conf.task_default_queue
     options = ["-Q", queue, "-E", f"--concurrency={concurrency}", f"--loglevel={loglevel}"]
+    options += [f"--hostname={hostname}"] if hostname else []
     celery.worker_main(["worker", *options, *(["--beat"] if beat else [])])
 
 
 @app.command()
 def beat(loglevel: Annotated[str, typer.Option(help="Celery's log level.")] = "info") -> None:
     """Run Celery beat: every few seconds it asks a worker to queue again the jobs whose deadline passed."""
+    require_database_setting("beat")
     from worker.celery_app import app as celery
 
     celery.start(["beat", f"--loglevel={loglevel}"])
@@ -51,8 +59,11 @@ def beat(loglevel: Annotated[str, typer.Option(help="Celery's log level.")] = "i
 @app.command()
 def migrate(as_json: Json = False) -> None:
     """Bring the database (PLIMSOLL_DATABASE_URL) to the newest schema."""
+    from models.migrate import current_revision, upgrade
+    from models.settings import get_settings
+
     url = get_settings().database_url
     upgrade(url)
-    Console(stderr=True).print("The database is up to date.")
+    consoles()[1].print("The database is up to date.")
     if as_json:
         print_json({"revision": current_revision(url)})

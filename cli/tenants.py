@@ -5,16 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session
 
-from cli.common import Json, consoles, fail, plain, print_json, table
-from models.db import Database, get_database
-from models.errors import InvalidInput, NotFound
-from models.tenants import create_tenant, revoke_keys, rotate_key, tenant_named, tenants
+from cli.common import Json, consoles, fail, plain, print_json, require_database_setting, table
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 app = typer.Typer(help="Tenants and their API keys (works on the database directly).", no_args_is_help=True)
 
@@ -27,6 +25,13 @@ Name = Annotated[str, typer.Argument(help="The tenant's name.")]
 @contextmanager
 def session_on(database_url: str | None) -> Iterator[Session]:
     """A session committed at the end; the data functions' refusals and database errors end the command."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from models.db import Database, get_database
+    from models.errors import InvalidInput, NotFound
+
+    if not database_url:
+        require_database_setting("plimsoll tenant")
     database = Database(database_url) if database_url else get_database()
     try:
         with database.session() as session:
@@ -44,6 +49,8 @@ def session_on(database_url: str | None) -> Iterator[Session]:
 @app.command("create")
 def create(name: Name, as_json: Json = False, database_url: DatabaseUrl = None) -> None:
     """Create a tenant and print its API key. The key is shown this once: only its hash is stored."""
+    from models.tenants import create_tenant
+
     out, err = consoles()
     with session_on(database_url) as session:
         tenant, key = create_tenant(session, name=name)
@@ -58,6 +65,8 @@ def create(name: Name, as_json: Json = False, database_url: DatabaseUrl = None) 
 @app.command("list")
 def list_tenants(as_json: Json = False, database_url: DatabaseUrl = None) -> None:
     """Every tenant, with how many of its API keys work and how many are revoked."""
+    from models.tenants import tenants
+
     out, err = consoles()
     with session_on(database_url) as session:
         rows = tenants(session)
@@ -78,6 +87,8 @@ def list_tenants(as_json: Json = False, database_url: DatabaseUrl = None) -> Non
 @app.command("revoke")
 def revoke(name: Name, as_json: Json = False, database_url: DatabaseUrl = None) -> None:
     """Revoke every API key of the tenant: its requests are refused (401) until a key is issued with rotate-key."""
+    from models.tenants import revoke_keys, tenant_named
+
     _out, err = consoles()
     with session_on(database_url) as session:
         tenant = tenant_named(session, name)
@@ -98,6 +109,8 @@ def rotate(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Issue a new API key for the tenant and print it (shown this once); the old keys stop working."""
+    from models.tenants import rotate_key, tenant_named
+
     out, err = consoles()
     with session_on(database_url) as session:
         tenant = tenant_named(session, name)

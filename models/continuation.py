@@ -59,6 +59,8 @@ def continue_job(
         max_tokens=new_budget // HANDOVER_SHARE,
         max_chars=settings.max_instruction_chars,
         profile=spec.profile,
+        status=old.status,
+        error=old.error,
     )
     new = create_job(
         session,

@@ -69,24 +69,28 @@ READ_DOCUMENT = "read_document"
 
 
 def documents_read(session: Session, *, job_ids: Iterable[int], names: Iterable[str]) -> list[str]:
-    """The distinct ``names`` that ``read_document`` calls of these jobs asked for, in the order first asked.
-    Only assistant messages are loaded: they are small, the documents' texts sit in the user messages."""
+    """The distinct ``names`` that ``read_document`` calls of these jobs asked for, in the order first asked."""
+    return distinct_read(read_calls(session, job_ids=job_ids), names)
+
+
+def distinct_read(calls: Iterable[tuple[str, int]], names: Iterable[str]) -> list[str]:
     allowed = set(names)
+    return list(dict.fromkeys(name for name, _ in calls if name in allowed))
+
+
+def read_calls(session: Session, *, job_ids: Iterable[int]) -> list[tuple[str, int]]:
+    """(document name, offset) of every ``read_document`` call of these jobs, in the order asked. Only assistant
+    messages are loaded: they are small, the documents' texts sit in the user messages."""
     query = select(Message.content).where(Message.job_id.in_(list(job_ids)), Message.role == "assistant")
-    contents = session.scalars(query.order_by(Message.id))
-    read: dict[str, None] = {}
-    for content in contents:
-        for name in _read_document_names(content):
-            if name in allowed:
-                read.setdefault(name)
-    return list(read)
+    return [call for content in session.scalars(query.order_by(Message.id)) for call in _read_document_calls(content)]
 
 
-def _read_document_names(content: Any) -> Iterable[str]:
+def _read_document_calls(content: Any) -> Iterable[tuple[str, int]]:
     if not isinstance(content, list):
         return
     for block in content:
         if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") == READ_DOCUMENT:
             arguments = block.get("input")
             if isinstance(arguments, dict) and isinstance(arguments.get("name"), str):
-                yield arguments["name"]
+                offset = arguments.get("offset")
+                yield arguments["name"], offset if isinstance(offset, int) and offset > 0 else 0

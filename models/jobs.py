@@ -49,9 +49,11 @@ def create_job(
     max_steps: int | None = None,
     max_input_tokens: int | None = None,
     allow_retired_model: bool = False,
+    check_only: bool = False,
 ) -> Job:
-    """A queued job with its opening message stored. Every check happens before anything is written. A new
-    main job on a retired model is refused unless ``allow_retired_model``; a subagent follows its main job."""
+    """A queued job with its opening message stored. Every check happens before anything is written; with
+    ``check_only`` nothing is: the job is answered unsaved (no id taken from the sequence). A new main job on a
+    retired model is refused unless ``allow_retired_model``; a subagent follows its main job."""
     settings = get_settings()
     if not instruction.strip():
         raise InvalidInput("the instruction is empty")
@@ -118,6 +120,8 @@ def create_job(
         lease_until=now() + timedelta(seconds=settings.lease_seconds),
         documents=[JobDocument(document_id=d.id, position=i, name=d.name) for i, d in enumerate(documents)],
     )
+    if check_only:
+        return job
     session.add(job)
     session.flush()
     # A delegated task names what it should read; listing every document of the main job would ask the subagent

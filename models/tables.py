@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import enum
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import JSON, BigInteger, Boolean, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from models.statuses import JobKind as JobKind
+from models.statuses import JobStatus as JobStatus
 
 Json = JSON().with_variant(JSONB(), "postgresql")
 Id = BigInteger().with_variant(Integer(), "sqlite")  # SQLite autoincrements only INTEGER primary keys
@@ -25,25 +27,6 @@ class Base(DeclarativeBase):
         list[Any]: Json,
         bool: Boolean,
     }
-
-
-class JobStatus(enum.StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    NEEDS_NEW_CHAT = "needs_new_chat"
-    CANCELLED = "cancelled"
-    INCOMPLETE = "incomplete"  # it answered, but some of its subagents did not finish
-
-    @property
-    def finished(self) -> bool:
-        return self not in (JobStatus.QUEUED, JobStatus.RUNNING)
-
-
-class JobKind(enum.StrEnum):
-    MAIN = "main"
-    SUBAGENT = "subagent"
 
 
 class Tenant(Base):

@@ -1,6 +1,7 @@
-"""The hand-over that starts a new chat from one that grew too long: what was asked, what was produced, what is
-left to do, and the next step, sized to fit comfortably in the new job's budget. Never the whole old history: the
-newest of what was produced is kept whole, older parts are left out (and counted) once the allowance is spent."""
+"""The hand-over that starts a new chat from a job that ended (most often one that grew too long): how it ended,
+what was asked, what was produced, what is left to do, and the next step, sized to fit comfortably in the new
+job's budget. Never the whole old history: the newest of what was produced is kept whole, older parts are left
+out (and counted) once the allowance is spent."""
 
 from __future__ import annotations
 
@@ -8,6 +9,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from plimsoll.profiles import estimate_tokens
+
+# How the old job ended, by its status, as the hand-over's first sentence says it.
+HOW_IT_ENDED = {
+    "needs_new_chat": "which grew too long for the model",
+    "succeeded": "which finished",
+    "incomplete": "which finished without all of its parts",
+    "failed": "which stopped before it finished",
+    "cancelled": "which was cancelled",
+}
 
 
 @dataclass(frozen=True)
@@ -27,12 +37,17 @@ def handover(
     max_tokens: int,
     max_chars: int,
     profile: str,
+    status: str = "needs_new_chat",
+    error: str | None = None,
 ) -> Handover:
     """The new job's instruction. ``produced`` is what the old job wrote, oldest first (its notes, its answer
     so far, its subagents' reports); ``unread`` the documents it never read. The result stays within
     ``max_tokens`` (estimated under ``profile``) and ``max_chars``, dropping the oldest of ``produced`` first,
-    and the oldest part of the old instruction if even that is not enough."""
-    head = f"This continues job {job_id}, which grew too long for the model. It was asked:\n\n"
+    and the oldest part of the old instruction if even that is not enough. ``status`` and ``error`` are how the
+    old job ended: the first sentence says so (a job that finished did not grow too long)."""
+    ended = HOW_IT_ENDED.get(status, f"which ended {status}")
+    because = f" ({error.strip().splitlines()[0][:200]})" if error and error.strip() and status != "succeeded" else ""
+    head = f"This continues job {job_id}, {ended}{because}. It was asked:\n\n"
     left = (
         f"\n\nDocuments it had not read yet ({len(unread)}): " + ", ".join(f"`{name}`" for name in unread)
         if unread

@@ -77,11 +77,16 @@ def _language(locale: str | None) -> str:
     return (locale or "en").replace("_", "-").split("-", 1)[0].lower()
 
 
-# Why a job was stopped before it finished, finished without all of its parts, or could not start. Placeholders:
-# {steps}, {tokens}, {tool}, {times}, {parts}, {budget}.
-STOPPED_NOTICES: dict[str, dict[str, str]] = {
+# Why a job was stopped before it finished, finished without some of its parts, or could not start. Placeholders:
+# {steps}, {tokens}, {tool}, {times}, {parts}, {budget}. A text that depends on a number has one form per CLDR
+# plural category of the language ("one", "few", "many", "other"), chosen by the number ``COUNTED_BY`` names.
+Forms = str | dict[str, str]
+STOPPED_NOTICES: dict[str, dict[str, Forms]] = {
     "en": {
-        "steps": "This job was stopped after {steps} steps, the limit set for it. Everything it did is kept.",
+        "steps": {
+            "one": "This job was stopped after {steps} step, the limit set for it. Everything it did is kept.",
+            "other": "This job was stopped after {steps} steps, the limit set for it. Everything it did is kept.",
+        },
         "tokens": (
             "This job was stopped before it used more than {tokens} input tokens, the limit set for it. "
             "Everything it did is kept."
@@ -92,34 +97,84 @@ STOPPED_NOTICES: dict[str, dict[str, str]] = {
         ),
         "incomplete": "The job finished, but these parts of it did not: {parts}. Its answer leaves them out.",
         "budget": (
-            "This job's budget of {budget} tokens per request is too small for even its first message. The "
-            "conversation is not too long: submit the job again with a larger budget."
+            "This job's budget of {budget} tokens per request is too small for its first message together with "
+            "the tool results it reads. The conversation is not too long, and a new chat would not fit either: "
+            "submit the job again with a larger budget."
         ),
     },
     "cs": {
-        "steps": "Úloha byla zastavena po {steps} krocích, což je její nastavený limit. Vše, co udělala, zůstává.",
-        "tokens": (
-            "Úloha byla zastavena dříve, než by použila více než {tokens} vstupních tokenů, což je její nastavený "
-            "limit. Vše, co udělala, zůstává."
-        ),
+        "steps": {
+            "one": "Úloha byla zastavena po {steps} kroku, což je její nastavený limit. Vše, co udělala, zůstává.",
+            "few": "Úloha byla zastavena po {steps} krocích, což je její nastavený limit. Vše, co udělala, zůstává.",
+            "many": "Úloha byla zastavena po {steps} kroku, což je její nastavený limit. Vše, co udělala, zůstává.",
+            "other": "Úloha byla zastavena po {steps} krocích, což je její nastavený limit. Vše, co udělala, zůstává.",
+        },
+        "tokens": {
+            "one": "Úloha byla zastavena dříve, než by použila více než {tokens} vstupní token, což je její nastavený "
+            "limit. Vše, co udělala, zůstává.",
+            "few": "Úloha byla zastavena dříve, než by použila více než {tokens} vstupní tokeny, což je její "
+            "nastavený limit. Vše, co udělala, zůstává.",
+            "many": "Úloha byla zastavena dříve, než by použila více než {tokens} vstupního tokenu, což je její "
+            "nastavený limit. Vše, co udělala, zůstává.",
+            "other": "Úloha byla zastavena dříve, než by použila více než {tokens} vstupních tokenů, což je její "
+            "nastavený limit. Vše, co udělala, zůstává.",
+        },
         "repeating": (
             "Úloha byla zastavena, protože agent {times}krát zavolal {tool} se stejným vstupem a nepostoupil dál. "
             "Vše, co udělala, zůstává."
         ),
         "incomplete": "Úloha skončila, ale tyto její části ne: {parts}. Odpověď je nezahrnuje.",
-        "budget": (
-            "Rozpočet této úlohy, {budget} tokenů na požadavek, nestačí ani na její první zprávu. Konverzace "
-            "není příliš dlouhá: zadejte úlohu znovu s větším rozpočtem."
-        ),
+        "budget": {
+            "one": "Rozpočet této úlohy, {budget} token na požadavek, nestačí na její první zprávu spolu s výsledky "
+            "nástrojů, které čte. Konverzace není příliš dlouhá a nový chat by se nevešel také: zadejte úlohu "
+            "znovu s větším rozpočtem.",
+            "few": "Rozpočet této úlohy, {budget} tokeny na požadavek, nestačí na její první zprávu spolu s "
+            "výsledky nástrojů, které čte. Konverzace není příliš dlouhá a nový chat by se nevešel také: zadejte "
+            "úlohu znovu s větším rozpočtem.",
+            "many": "Rozpočet této úlohy, {budget} tokenu na požadavek, nestačí na její první zprávu spolu s "
+            "výsledky nástrojů, které čte. Konverzace není příliš dlouhá a nový chat by se nevešel také: zadejte "
+            "úlohu znovu s větším rozpočtem.",
+            "other": "Rozpočet této úlohy, {budget} tokenů na požadavek, nestačí na její první zprávu spolu s "
+            "výsledky nástrojů, které čte. Konverzace není příliš dlouhá a nový chat by se nevešel také: zadejte "
+            "úlohu znovu s větším rozpočtem.",
+        },
     },
 }
+COUNTED_BY = {"steps": "steps", "tokens": "tokens", "repeating": "times", "budget": "budget"}
+LANGUAGES = tuple(STOPPED_NOTICES)  # the languages every notice is written in
 
 
 def stopped_notice(why: str, locale: str | None = None, **values: object) -> str:
     """The notice for a job stopped by a limit (``why``: steps, tokens, repeating), finished without some of
-    its parts (incomplete), or whose budget cannot hold its first message (budget), in the person's language."""
-    texts = STOPPED_NOTICES.get(_language(locale), STOPPED_NOTICES["en"])
-    return texts[why].format(**{k: f"{v:,}" if isinstance(v, int) else v for k, v in values.items()})
+    its parts (incomplete), or whose budget cannot hold its first message with a round of tool results (budget),
+    in the person's language: its plural form and its numbers as CLDR gives them for the locale (Czech: "po
+    1 kroku", "50 000" with a no-break space)."""
+    from babel import Locale
+    from babel.numbers import format_decimal
+
+    language = _language(locale)
+    texts = STOPPED_NOTICES.get(language, STOPPED_NOTICES["en"])
+    cldr = Locale.parse(language if language in STOPPED_NOTICES else "en")
+    forms = texts[why]
+    if isinstance(forms, dict):
+        forms = forms.get(cldr.plural_form(values[COUNTED_BY[why]]), forms["other"])  # type: ignore[arg-type]
+    shown = {k: format_decimal(v, locale=cldr) if isinstance(v, int) else v for k, v in values.items()}
+    return forms.format(**shown)
+
+
+def check_locale(locale: str) -> str:
+    """``locale`` if notices can be written for it (a language they are written in; a region CLDR knows):
+    otherwise a ValueError that says which are."""
+    from babel import Locale, UnknownLocaleError
+
+    known = f"notices are written in {', '.join(LANGUAGES)} (a region may follow, e.g. cs-CZ)"
+    if _language(locale) not in LANGUAGES:
+        raise ValueError(f"unknown locale {locale!r}: {known}")
+    try:
+        Locale.parse(locale.replace("-", "_"))
+    except (UnknownLocaleError, ValueError):
+        raise ValueError(f"unknown locale {locale!r}: {known}") from None
+    return locale
 
 
 REPEATED_CALL_WARNING = (

@@ -7,24 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/${VENV:-.venv}/bin:$PATH"
 
-# Where each listens, and how the emulator and the worker run (Compose's names and defaults).
-export PUBLISH_ADDRESS=${PUBLISH_ADDRESS:-127.0.0.1}
-export API_PORT=${API_PORT:-8000} FLOWER_PORT=${FLOWER_PORT:-5555} EMULATOR_PORT=${EMULATOR_PORT:-8765}
-export API_WORKERS=${API_WORKERS:-2} WORKER_CONCURRENCY=${WORKER_CONCURRENCY:-2} LOG_LEVEL=${LOG_LEVEL:-info}
-export EMULATOR_LIMIT=${EMULATOR_LIMIT:-1000000} EMULATOR_TOKENIZER=${EMULATOR_TOKENIZER:-cl100k}
-export EMULATOR_LATENCY=${EMULATOR_LATENCY:-0} EMULATOR_FAULT_RATE=${EMULATOR_FAULT_RATE:-0}
-export EMULATOR_FAULT_KINDS=${EMULATOR_FAULT_KINDS:-429} EMULATOR_LOG_LEVEL=${EMULATOR_LOG_LEVEL:-warning}
-export BEAT_SCHEDULE=${BEAT_SCHEDULE:-var/celerybeat-schedule}
-
-# Plimsoll's settings (models/settings.py).
-export PLIMSOLL_DATABASE_URL=${PLIMSOLL_DATABASE_URL:-postgresql+psycopg://${POSTGRES_USER:-plimsoll}@127.0.0.1:5432/${POSTGRES_DB:-plimsoll}}
-export PLIMSOLL_BROKER_URL=${PLIMSOLL_BROKER_URL:-redis://127.0.0.1:6379/0}
-export PLIMSOLL_QUEUE=celery
-export PLIMSOLL_STEP_QUEUE=${PLIMSOLL_STEP_QUEUE:-plimsoll-steps}
-export PLIMSOLL_ANTHROPIC_BASE_URL=${PLIMSOLL_ANTHROPIC_BASE_URL:-http://127.0.0.1:$EMULATOR_PORT}
-export PLIMSOLL_OPENAI_BASE_URL=${PLIMSOLL_OPENAI_BASE_URL:-http://127.0.0.1:$EMULATOR_PORT/v1}
-export PLIMSOLL_DEFAULT_MODEL=${PLIMSOLL_DEFAULT_MODEL:-plimsoll-emulator}
-export PLIMSOLL_SENTRY_ENVIRONMENT=${PLIMSOLL_SENTRY_ENVIRONMENT:-local}
+source scripts/up-settings.sh
 
 # Flower's login, in its environment (never on a command line, where `ps` shows it): FLOWER_BASIC_AUTH, else
 # FLOWER_USER and FLOWER_PASSWORD, else admin with a password made once and kept in var/flower-password.
@@ -47,7 +30,9 @@ cat <<BANNER
 Plimsoll is starting; Ctrl-C stops everything.
   API       http://$PUBLISH_ADDRESS:$API_PORT  (OpenAPI at /docs)
   Flower    http://127.0.0.1:$FLOWER_PORT  login ${FLOWER_BASIC_AUTH%%:*} / ${FLOWER_BASIC_AUTH#*:}
-  emulator  http://$PUBLISH_ADDRESS:$EMULATOR_PORT  (the model: PLIMSOLL_ANTHROPIC_BASE_URL=$PLIMSOLL_ANTHROPIC_BASE_URL)
+  emulator  http://$PUBLISH_ADDRESS:$EMULATOR_PORT
+  models    Anthropic: $(model_of ANTHROPIC https://api.anthropic.com), default model $PLIMSOLL_DEFAULT_MODEL
+            OpenAI: $(model_of OPENAI https://api.openai.com/v1)
   database  $database
   broker    $PLIMSOLL_BROKER_URL, queue $PLIMSOLL_STEP_QUEUE
 From another shell: export PLIMSOLL_API_URL=http://127.0.0.1:$API_PORT, and PLIMSOLL_DATABASE_URL (above) for

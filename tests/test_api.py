@@ -175,7 +175,7 @@ def test_a_body_over_the_limit_is_refused_before_it_is_parsed(api: Api) -> None:
     body = b"x" * (64 * 1024 * 1024 + 1)
     response = caller.post("/v1/documents", content=body, headers={"content-type": "application/json"})
     assert response.status_code == 413
-    assert "upload the files in several requests" in response.json()["detail"]
+    assert "can be uploaded in several requests" in response.json()["detail"]
 
 
 # Jobs
@@ -200,7 +200,7 @@ def test_a_job_is_created_committed_then_enqueued_once(database: Database) -> No
     assert job["kind"] == "main"
     assert (job["model"], job["budget"], job["hard_limit"]) == ("plimsoll-emulator", 50_000, 1_000_000)
     assert job["locale"] == "cs-CZ"
-    assert job["progress"] == {"steps_done": 0, "documents_total": 2, "documents_read": []}
+    assert job["progress"] == {"steps_done": 0, "documents_total": 2, "documents_read": [], "reading": None}
     assert job["usage"]["cache_read_share"] is None
     assert job["last_request"] is None
     assert read_back == job
@@ -250,7 +250,12 @@ def test_the_job_view_reports_progress_usage_last_request_and_children(api: Api)
     view = caller.get(f"/v1/jobs/{job_id}").json()
 
     assert view["status"] == "running"
-    assert view["progress"] == {"steps_done": 2, "documents_total": 3, "documents_read": ["a.txt", "b.txt"]}
+    assert view["progress"]["documents_read"] == ["a.txt", "b.txt"]
+    assert view["progress"]["reading"] == {  # the subagent's newest read
+        "document": "a.txt", "document_number": 1, "page": 1, "pages": None, "characters_from": 0,
+        "characters": len("Text of a.txt."),
+    }  # fmt: skip
+    assert view["progress"]["steps_done"] == 2 and view["progress"]["documents_total"] == 3
     assert view["usage"] == {
         "input_tokens": 100,
         "output_tokens": 40,
@@ -435,6 +440,32 @@ def test_health_answers_503_when_the_database_does_not() -> None:
 
 
 # Rows written the way the worker writes them
+
+
+def test_the_job_view_says_which_page_of_a_long_document_is_read(api: Api) -> None:
+    caller = api.tenant()
+    ids = [caller.document("short.txt", "Short."), caller.document("long.txt", "x" * 10_000)]
+    job_id = caller.job(ids)["id"]
+    with api.database.session() as session:
+        job = session.get_one(Job, job_id)
+        pages = [paged(f"t{n}", "long.txt", offset) for n, offset in enumerate((0, 2_000, 4_000))]
+        append_messages(session, job, [m for page in pages for m in (page, result(page["content"][1]["id"]))], step=1)
+        job.step, job.status = 3, JobStatus.RUNNING
+
+    reading = caller.get(f"/v1/jobs/{job_id}").json()["progress"]["reading"]
+
+    assert reading == {
+        "document": "long.txt", "document_number": 2, "page": 3, "pages": 5, "characters_from": 4_000,
+        "characters": 10_000,
+    }  # fmt: skip
+    with api.database.session() as session:
+        session.get_one(Job, job_id).status = JobStatus.SUCCEEDED
+    assert caller.get(f"/v1/jobs/{job_id}").json()["progress"]["reading"] is None  # only while it runs
+
+
+def paged(tool_use_id: str, name: str, offset: int) -> dict[str, Any]:
+    call = {"type": "tool_use", "id": tool_use_id, "name": "read_document", "input": {"name": name, "offset": offset}}
+    return {"role": "assistant", "content": [{"type": "text", "text": f"Reading {name}."}, call]}
 
 
 def messages_of(job_id: int) -> Any:

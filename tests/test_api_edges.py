@@ -110,6 +110,29 @@ def test_documents_the_database_cannot_store_are_a_422(api: Api) -> None:
         assert refusal in refused.json()["detail"]
 
 
+MALFORMED_BODIES: dict[str, tuple[bytes, str]] = {
+    "NaN": (b'{"instruction": "Read.", "budget": NaN, "name": "a.txt", "content": NaN}', ""),
+    "Infinity": (b'{"instruction": "Read.", "max_steps": Infinity, "name": "a.txt", "content": -Infinity}', ""),
+    "1e999999": (b'{"instruction": "Read.", "budget": 1e999999, "name": "a.txt", "content": 1e999999}', ""),
+    "not UTF-8": (
+        b'{"instruction": "Read \xff.", "name": "a\xff.txt", "content": "x"}',
+        "the body is not UTF-8: byte 0xff",
+    ),
+    "nested 100,000 deep": (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+}
+JSON_ROUTES = ["/v1/jobs", "/v1/jobs/check", "/v1/documents", f"/v1/jobs/{MAX_ID}/continue"]
+
+
+@pytest.mark.parametrize("path", JSON_ROUTES)
+@pytest.mark.parametrize("kind", MALFORMED_BODIES)
+def test_a_malformed_json_body_is_a_422_that_says_why(api: Api, path: str, kind: str) -> None:
+    body, reason = MALFORMED_BODIES[kind]
+    caller = api.tenant()
+    response = caller.post(path, content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert reason in response.json()["detail"]
+
+
 def test_an_unexpected_error_is_a_500_whose_log_line_quotes_no_user_text(
     database: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -161,6 +184,7 @@ def test_a_body_at_the_limit_is_read_and_one_byte_more_is_413(api: Api, small_do
     over = caller.post("/v1/documents", content=padded + b" ", headers=json_type)
     assert over.status_code == 413
     assert f"larger than {body_limit():,} bytes" in over.json()["detail"]
+    assert f"a document may have at most {small_documents:,} characters" in over.json()["detail"]
 
 
 def test_a_job_body_over_the_limit_is_413_not_read_and_parsed(api: Api, small_documents: int) -> None:

@@ -142,6 +142,7 @@ def test_a_job_is_checked_without_being_stored_or_queued(api: Api) -> None:
         "max_steps": settings.max_steps_per_job,
         "max_input_tokens": settings.max_input_tokens_per_job,
         "warnings": [],
+        "max_document_chars": settings.max_document_chars,
     }
     assert checked.json()["hard_limit"] > 50_000
     assert caller.get("/v1/jobs").json()["total"] == 0
@@ -251,3 +252,11 @@ def test_a_job_racing_a_delete_waits_and_finds_the_document_gone(api: Api) -> No
     [error] = outcome
     assert isinstance(error, NotFound), repr(error)  # a 404 naming the document, not a database error
     assert str(error) == f"no document with id {document}"
+
+
+def test_checking_a_job_uses_up_no_job_id(api: Api) -> None:
+    caller = api.tenant()
+    first = caller.post("/v1/jobs", json={"instruction": "Read."}).json()["id"]
+    for _ in range(3):
+        assert caller.post("/v1/jobs/check", json={"instruction": "Read."}).status_code == 200
+    assert caller.post("/v1/jobs", json={"instruction": "Read."}).json()["id"] == first + 1

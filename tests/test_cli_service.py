@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -106,12 +107,29 @@ def test_migrate_brings_an_empty_database_to_the_newest_schema(empty_database: s
 def test_worker_with_beat_runs_the_reconciler(empty_database: str, tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "cli", "migrate"], cwd=tmp_path, env=environment(empty_database),
                    check=True, capture_output=True, timeout=120)  # fmt: skip
-    worker = plimsoll("worker", "--concurrency", "1", "--beat", env=environment(empty_database), cwd=tmp_path)
+    worker = plimsoll(
+        "worker", "--concurrency", "1", "--beat", "--hostname", "journey@%h", env=environment(empty_database),
+        cwd=tmp_path,
+    )  # fmt: skip
 
     log = wait_for_lines(worker, "ready.", "Task plimsoll.reconcile", "succeeded")
 
     assert worker.returncode == 0, log
     assert "beat: Starting..." in log
+    assert f"journey@{socket.gethostname()} ready." in log  # its own node name: two on one machine differ
+
+
+@pytest.mark.parametrize("command", [("worker",), ("beat",), ("tenant", "list"), ("tenant", "create", "acme")])
+def test_without_a_database_setting_the_service_commands_refuse_to_start(
+    command: tuple[str, ...], tmp_path: Path
+) -> None:
+    bare = {k: v for k, v in os.environ.items() if not k.startswith("PLIMSOLL_")}
+    outcome = subprocess.run(
+        [sys.executable, "-m", "cli", *command], cwd=tmp_path, env=bare, capture_output=True, text=True, timeout=60
+    )
+    assert outcome.returncode == 1, outcome.stderr
+    assert "needs a database: set PLIMSOLL_DATABASE_URL" in outcome.stderr
+    assert not (tmp_path / "var").exists()  # no SQLite file made where it ran
 
 
 def test_beat_alone_sends_the_reconciler_on_schedule(empty_database: str, tmp_path: Path) -> None:
@@ -140,4 +158,6 @@ def test_demo_runs_on_the_embedded_defaults(tmp_path: Path, as_json: bool) -> No
     else:
         assert "chapters read and noted correctly" in outcome.stdout
         assert "2 of 2" in outcome.stdout
+        table = outcome.stdout[outcome.stdout.index("│ job ") :].splitlines()  # the first row, as the README shows
+        assert "Plimsoll demo" not in outcome.stdout and "succeeded" in table[0]
     assert (tmp_path / "var").is_dir()

@@ -19,8 +19,8 @@ from worker.sentry import before_send
 
 
 def test_sentry_drops_job_failed_and_keeps_other_errors() -> None:
-    failed = JobFailed(7, 3, "as_is")
-    assert str(failed) == "job 7 failed at step 3 (stage as_is)"
+    failed = JobFailed(7, 3, "as_is", "stopped after 3 steps, the limit of this job")
+    assert str(failed) == "job 7 failed at step 3 (stage as_is): stopped after 3 steps, the limit of this job"
     assert repr(pickle.loads(pickle.dumps(failed))) == repr(failed)  # Celery pickles it out of a pool process
     assert before_send({"level": "error"}, {"exc_info": (JobFailed, failed, None)}) is None
     other = RuntimeError("boom")
@@ -45,7 +45,7 @@ def test_the_step_that_fails_its_job_raises_job_failed_after_it_committed(
 
     assert result.state == "FAILURE"
     assert isinstance(result.result, JobFailed)
-    assert str(result.result) == f"job {job_id} failed at step 1"
+    assert str(result.result) == f"job {job_id} failed at step 1: stopped after 1 step, the limit of this job"
     assert result.result.__cause__ is None and result.result.__context__ is None  # raised after, not within, the step
     with database.session() as session:
         stored = session.get_one(Job, job_id)

@@ -75,7 +75,9 @@ def test_a_budget_too_small_for_the_first_message_gets_its_own_notice(
     job = wait_for(database, job_id, timeout=60)
 
     assert job.status == JobStatus.FAILED
-    assert job.error == "the budget of 1,000 tokens is too small for even the first message of the job"
+    assert job.error == (
+        "the budget of 1,000 tokens is too small for the job's first message with one round of tool results"
+    )
     assert emulator_reset.stats()["requests"] == 0  # nothing that could not fit was sent
     with database.session() as session:
         notices = list(session.scalars(select(Notice.text).where(Notice.job_id == job_id)))

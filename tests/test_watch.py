@@ -46,3 +46,13 @@ def test_the_panel_shows_every_subagent_and_why_one_did_not_finish() -> None:
     assert "subagent 8" in text and "succeeded · 12 steps" in text
     assert "subagent 9" in text and "needs_new_chat · 4 steps · prompt is too long" in text
     assert "Time left" in text
+
+
+def test_the_panel_shows_the_page_of_a_long_document_being_read() -> None:
+    reading = {"document": "long.txt", "document_number": 3, "page": 87, "pages": 208, "characters_from": 1_740_000,
+               "characters": 4_160_000}  # fmt: skip
+    progress = {"steps_done": 90, "documents_total": 5, "documents_read": ["a.txt", "b.txt", "long.txt"]}
+    console = Console(record=True, width=120)
+    console.print(job_panel(job(progress={**progress, "reading": reading})))
+    text = console.export_text()
+    assert "Reading" in text and "doc 3 of 5 (long.txt), page 87 of about 208" in text

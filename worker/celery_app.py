@@ -19,7 +19,9 @@ def make_celery(settings: Settings) -> Celery:
         worker_prefetch_multiplier=1,  # a long step must not hold other jobs' steps back
         task_ignore_result=True,  # progress lives in the database, not in a result backend
         worker_send_task_events=True,  # Flower
-        task_send_sent_event=True,
+        # No task-sent events: beat sends the reconciler every few seconds, and each would be a row of Flower's
+        # task list, which is for the jobs' steps (they show from the moment a worker receives them).
+        task_send_sent_event=False,
         task_track_started=True,
         broker_connection_retry_on_startup=True,
         broker_connection_max_retries=None,  # a worker waits out a broker restart instead of exiting

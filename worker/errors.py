@@ -26,15 +26,17 @@ import openai
 class JobFailed(Exception):
     """Raised by the step task after a step that failed its job has committed, so that the task is a FAILURE in
     Flower. Nothing is left to do: Celery does not retry it, Sentry does not report it (the job's one event, if it
-    deserves one, was sent by the step), and its message names only the job, the step and the stage."""
+    deserves one, was sent by the step), and its message names the job, the step, the stage and why the job
+    failed (the job's error, Plimsoll's own words or the provider's: never the person's text)."""
 
-    def __init__(self, job_id: int, step: int, stage: str | None) -> None:
-        super().__init__(f"job {job_id} failed at step {step}" + (f" (stage {stage})" if stage else ""))
-        self.job_id, self.step, self.stage = job_id, step, stage
+    def __init__(self, job_id: int, step: int, stage: str | None, reason: str | None = None) -> None:
+        where = f"job {job_id} failed at step {step}" + (f" (stage {stage})" if stage else "")
+        super().__init__(f"{where}: {reason}" if reason else where)
+        self.job_id, self.step, self.stage, self.reason = job_id, step, stage, reason
 
-    def __reduce__(self) -> tuple[type[JobFailed], tuple[int, int, str | None]]:
+    def __reduce__(self) -> tuple[type[JobFailed], tuple[int, int, str | None, str | None]]:
         # Celery pickles a task's exception (from a pool process to the worker, and for its events)
-        return (JobFailed, (self.job_id, self.step, self.stage))
+        return (JobFailed, (self.job_id, self.step, self.stage, self.reason))
 
 
 class ProviderError(Exception):

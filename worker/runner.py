@@ -209,7 +209,8 @@ def _begin(
         _finish(job, JobStatus.CANCELLED, error="the main job was cancelled or has ended")
         return Outcome(job_id, "finished", job.step, job.status)
     if job.step >= job.max_steps:
-        return _stop(session, job, f"stopped after {job.step} steps, the limit of this job", "steps", steps=job.step)
+        steps = f"{job.step} step{'' if job.step == 1 else 's'}"
+        return _stop(session, job, f"stopped after {steps}, the limit of this job", "steps", steps=job.step)
     if job.status == JobStatus.QUEUED:
         job.status, job.started_at = JobStatus.RUNNING, now()
     if job.strategy in CALIBRATED:
@@ -274,7 +275,8 @@ def _after_commit(done: _Done | Outcome, services: Services) -> Outcome:
 
 class _NothingFits(Exception):
     """Even the smallest request we may send is over the budget; ``first_fits`` says whether the job's first
-    message alone would fit (if not, the budget is too small, not the conversation too long)."""
+    message with its newest round of tool results fits the job's budget (if not, the budget is too small, not
+    the conversation too long: a new chat would not fit either)."""
 
     def __init__(self, error: DoesNotFit, carried: list[dict[str, Any]], *, first_fits: bool) -> None:
         super().__init__(str(error))
@@ -309,7 +311,11 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
     try:  # over the job's latest summary; a summary request instead when a compaction is due
         composed = compose(session, job, every, carried, planner, budget=planning_budget, overhead=overhead)
     except DoesNotFit as error:
-        raise _NothingFits(error, carried, first_fits=every[0].tokens + overhead <= planning_budget) from error
+        # A new chat starts from the first message (its hand-over repeats the instruction) and needs a round of
+        # tool results to get anywhere: if the job's budget cannot hold those, a new chat would fail as well.
+        newest_round = next((i for i in range(len(every) - 1, 0, -1) if every[i].role == "assistant"), len(every))
+        smallest = every[0].tokens + overhead + sum(o.tokens for o in every[newest_round:])
+        raise _NothingFits(error, carried, first_fits=smallest <= planning_budget) from error
     return _Prepared(
         step=job.step,
         strategy=job.strategy,
@@ -703,7 +709,7 @@ def _budget_too_small(session: Session, job: Job, nothing: _NothingFits) -> _Don
     """The first message alone does not fit the budget: no new chat would help, a bigger budget would."""
     step = job.step + 1
     session.add(_unsent_step_record(job, step, nothing.error))
-    why = f"the budget of {job.budget:,} tokens is too small for even the first message of the job"
+    why = f"the budget of {job.budget:,} tokens is too small for the job's first message with one round of tool results"
     _finish(job, JobStatus.FAILED, error=why)
     _notify(session, job, stopped_notice("budget", job.locale, budget=job.budget))
     return _Done(Outcome(job.id, "finished", step, job.status, stage="does_not_fit"), _wake_parent(session, job))

@@ -10,7 +10,7 @@ from celery import Task
 from celery.signals import worker_init, worker_process_init
 
 from models.settings import get_settings
-from models.tables import JobStatus
+from models.tables import Job, JobStatus
 from worker.celery_app import app
 from worker.errors import JobFailed
 from worker.lease import reconcile
@@ -24,7 +24,13 @@ logger = logging.getLogger(__name__)
 
 
 def enqueue_with_celery(job_id: int, step: int | None = None, delay: float | None = None) -> None:
-    run_step_task.apply_async((job_id, step), countdown=delay)
+    run_step_task.apply_async((job_id, step), countdown=delay, argsrepr=shown_args(job_id, step))
+
+
+def shown_args(job_id: int, step: int | None) -> str:
+    """Flower's arguments column: the job and the step that runs, numbered as the API numbers steps (the task's
+    ``step`` is how many the job had done: a job at step 0 runs its step 1)."""
+    return f"job {job_id}, step {step + 1}" if step is not None else f"job {job_id}, its next step"
 
 
 @cache
@@ -61,11 +67,18 @@ def run_step_task(self: Task, job_id: int, step: int | None = None) -> dict[str,
             raise
         raise self.retry(exc=outage, countdown=backoff_delay(tries, None, JITTER)) from None
     if outcome.action == "finished" and outcome.status == JobStatus.FAILED:
-        raise JobFailed(outcome.job_id, outcome.step, outcome.stage)
-    return outcome.summary()
+        raise JobFailed(outcome.job_id, outcome.step, outcome.stage, _why_failed(outcome.job_id))
+    return {"status": outcome.status, **outcome.summary()}  # Flower cuts the result short: the status first
 
 
-@app.task(name="plimsoll.reconcile", ignore_result=True)  # type: ignore[untyped-decorator]
+def _why_failed(job_id: int) -> str | None:
+    with _services().database.session() as session:
+        job = session.get(Job, job_id)
+        return job.error if job is not None else None
+
+
+# send_events=False: every few seconds a run would flood Flower's task list, which is for jobs' steps.
+@app.task(name="plimsoll.reconcile", ignore_result=True, send_events=False)  # type: ignore[untyped-decorator]
 def reconcile_task() -> int:
     """Queue again every unfinished job whose deadline has passed (run by Celery beat)."""
     services = _services()

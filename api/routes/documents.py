@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import SessionDep, TenantDep
-from api.errors import ERROR_RESPONSES, not_json
+from api.errors import ERROR_RESPONSES, not_json, unreadable_body
 from api.queries import document_of, documents_query, page_of
 from api.routes.pagination import WindowDep, page
 from api.schemas import DocumentIn, DocumentsCreated, DocumentView, ErrorBody, Id, Page
@@ -74,6 +74,8 @@ def _json_document(body: bytes) -> NamedText:
         document = DocumentIn.model_validate(json.loads(body))
     except json.JSONDecodeError as error:
         raise InvalidInput(not_json(body, error)) from None
+    except (UnicodeDecodeError, RecursionError) as error:
+        raise InvalidInput(str(unreadable_body(error))) from None
     except ValidationError as error:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in error.errors())
         raise InvalidInput(f"expected JSON {{'name', 'content'}}: {problems}") from None

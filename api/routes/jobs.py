@@ -28,6 +28,7 @@ from api.schemas import (
 from api.views import job_summary, job_view, model_warnings
 from models.history import summaries_of
 from models.jobs import create_job, job_of
+from models.settings import get_settings
 from models.tables import Job, JobKind, JobStatus, now
 from worker.tracebacks import scrubbed_traceback
 
@@ -61,7 +62,7 @@ def queue_first_step(session: Session, job: Job, enqueue: Enqueue) -> None:
         )
 
 
-def _job_of(session: Session, tenant_id: int, job_in: JobIn) -> Job:
+def _job_of(session: Session, tenant_id: int, job_in: JobIn, *, check_only: bool = False) -> Job:
     return create_job(
         session,
         tenant_id=tenant_id,
@@ -76,6 +77,7 @@ def _job_of(session: Session, tenant_id: int, job_in: JobIn) -> Job:
         max_steps=job_in.max_steps,
         max_input_tokens=job_in.max_input_tokens,
         allow_retired_model=job_in.allow_retired_model,
+        check_only=check_only,
     )
 
 
@@ -83,7 +85,7 @@ def _job_of(session: Session, tenant_id: int, job_in: JobIn) -> Job:
 def check_job(job_in: JobIn, tenant: TenantDep, session: SessionDep) -> JobCheck:
     """Everything ``POST /v1/jobs`` checks, with nothing stored or queued: a client can check a job before it
     uploads the documents (send ``document_ids`` empty then) and learn the defaults it would get."""
-    job = _job_of(session, tenant.id, job_in)
+    job = _job_of(session, tenant.id, job_in, check_only=True)  # nothing inserted: no job id is used up
     check = JobCheck(
         model=job.model,
         budget=job.budget,
@@ -91,6 +93,7 @@ def check_job(job_in: JobIn, tenant: TenantDep, session: SessionDep) -> JobCheck
         max_steps=job.max_steps,
         max_input_tokens=job.max_input_tokens,
         warnings=model_warnings(job.model),
+        max_document_chars=get_settings().max_document_chars,
     )
     session.rollback()
     return check

@@ -7,11 +7,10 @@ from typing import Annotated, TypeVar
 
 from fastapi import Depends, Query
 
-from api.schemas import MAX_ID, Page
+from api.constants import MAX_ID, MAX_LIMIT
+from api.schemas import Page
 
 T = TypeVar("T")
-
-MAX_LIMIT = 1_000
 
 
 @dataclass(frozen=True)

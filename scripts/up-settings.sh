@@ -1,0 +1,41 @@
+# The settings `make up` runs with (sourced by scripts/up.sh): docker-compose.yml's (x-plimsoll-environment and
+# its Compose variables), pointed at the local PostgreSQL, Redis and emulator; each one can be set in the shell
+# first.
+
+# Where each listens, and how the emulator and the worker run (Compose's names and defaults).
+export PUBLISH_ADDRESS=${PUBLISH_ADDRESS:-127.0.0.1}
+export API_PORT=${API_PORT:-8000} FLOWER_PORT=${FLOWER_PORT:-5555} EMULATOR_PORT=${EMULATOR_PORT:-8765}
+export API_WORKERS=${API_WORKERS:-2} WORKER_CONCURRENCY=${WORKER_CONCURRENCY:-2} LOG_LEVEL=${LOG_LEVEL:-info}
+export EMULATOR_LIMIT=${EMULATOR_LIMIT:-1000000} EMULATOR_TOKENIZER=${EMULATOR_TOKENIZER:-cl100k}
+export EMULATOR_LATENCY=${EMULATOR_LATENCY:-0} EMULATOR_FAULT_RATE=${EMULATOR_FAULT_RATE:-0}
+export EMULATOR_FAULT_KINDS=${EMULATOR_FAULT_KINDS:-429} EMULATOR_LOG_LEVEL=${EMULATOR_LOG_LEVEL:-warning}
+export BEAT_SCHEDULE=${BEAT_SCHEDULE:-var/celerybeat-schedule}
+
+# Plimsoll's settings (models/settings.py).
+export PLIMSOLL_DATABASE_URL=${PLIMSOLL_DATABASE_URL:-postgresql+psycopg://${POSTGRES_USER:-plimsoll}@127.0.0.1:5432/${POSTGRES_DB:-plimsoll}}
+export PLIMSOLL_BROKER_URL=${PLIMSOLL_BROKER_URL:-redis://127.0.0.1:6379/0}
+export PLIMSOLL_QUEUE=celery
+export PLIMSOLL_STEP_QUEUE=${PLIMSOLL_STEP_QUEUE:-plimsoll-steps}
+export PLIMSOLL_SENTRY_ENVIRONMENT=${PLIMSOLL_SENTRY_ENVIRONMENT:-local}
+
+# The model, by configuration alone: a provider with a base URL set goes there; one with a real key (anything but
+# "emulator") and no base URL goes to its real API (the SDK's default address); every other one to the emulator.
+for provider in ANTHROPIC OPENAI; do
+  key=PLIMSOLL_${provider}_API_KEY url=PLIMSOLL_${provider}_BASE_URL
+  if [ -z "${!url:-}" ] && [ "${!key:-emulator}" = emulator ]; then
+    emulated=http://127.0.0.1:$EMULATOR_PORT
+    [ "$provider" = OPENAI ] && emulated=$emulated/v1
+    export "$url=$emulated"
+  fi
+done
+
+# Where a provider's jobs go, as the banner says it.
+model_of() {  # ANTHROPIC or OPENAI, then the real API's address
+  local url=PLIMSOLL_${1}_BASE_URL
+  case "${!url:-}" in
+    "") echo "$2 (the real API: PLIMSOLL_${1}_API_KEY is set)" ;;
+    "http://127.0.0.1:$EMULATOR_PORT" | "http://127.0.0.1:$EMULATOR_PORT/v1") echo "${!url} (the emulator)" ;;
+    *) echo "${!url} (PLIMSOLL_${1}_BASE_URL)" ;;
+  esac
+}
+export PLIMSOLL_DEFAULT_MODEL=${PLIMSOLL_DEFAULT_MODEL:-plimsoll-emulator}
