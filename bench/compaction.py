@@ -20,13 +20,13 @@ Cost is input cost at Anthropic's prices relative to uncached input (cache write
 from __future__ import annotations
 
 import argparse
-import subprocess
 import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.provenance import header
 from bench.report import table
 from bench.stack import fresh_database
 from demo.chapters import chapters
@@ -36,6 +36,7 @@ from models.db import Database
 from models.documents import add_document
 from models.history import all_messages, append_messages
 from models.jobs import create_job, steps_of
+from models.prices import FIVE_MINUTES
 from models.settings import Settings
 from models.tables import Document, Job, JobDocument, JobKind, Summary
 from models.tenants import create_tenant
@@ -44,7 +45,6 @@ from worker.runner import Services, run_step
 
 RESULTS = Path(__file__).resolve().parent / "results"
 POLICIES = ("off", "auto", "summarize_all")
-CACHE_WRITE, CACHE_READ = 1.25, 0.1
 LONG_OUTPUT = "Read every document and write a summary of each document in your own message; then report."
 # The agent's answer to each of the person's messages: it restates its plan, as agents do. Nothing in it is
 # needed later (the names are in the person's words), so a summary can leave it out.
@@ -148,7 +148,9 @@ def measure(database: Database, job_id: int, texts: dict[str, str]) -> Outcome:
             documents=len(texts),
             read_again=len({name for (name, _), n in reads.items() if n > 1}),
             read_again_tokens=sum((n - 1) * sizes.get(name, 0) for (name, _), n in reads.items() if n > 1),
-            cost=job.input_tokens + CACHE_WRITE * job.cache_write_tokens + CACHE_READ * job.cache_read_tokens,
+            cost=FIVE_MINUTES.cost(
+                uncached=job.input_tokens, written=job.cache_write_tokens, read=job.cache_read_tokens
+            ),
             uncached=job.total_input_tokens,
             summary_input=sum(s.reported_input_tokens or 0 for s in summary_steps),
             summary_read=sum(s.cache_read_tokens for s in summary_steps),
@@ -283,9 +285,8 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=1, help="divide the number of documents by this")
     arguments = parser.parse_args()
     report, _ = run(arguments.scale)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
     command = "python -m bench.compaction" + (f" --scale {arguments.scale}" if arguments.scale != 1 else "")
-    text = f"{report}\n\nMade by `{command}` at commit {commit.stdout.strip() or 'unknown'}.\n"
+    text = f"{header(command)}\n\n{report}\n"
     print(text)
     if arguments.scale == 1:
         RESULTS.mkdir(exist_ok=True)
