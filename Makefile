@@ -12,7 +12,7 @@ PIP_PROJECT := $(QUIET_BUILD) $(BIN)/pip install --quiet --no-deps --no-build-is
 COMPILE := $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes \
 	--custom-compile-command "make lock"
 
-.PHONY: demo up test lint bench install install-dev install-up lock upgrade services compose clean
+.PHONY: demo up test lint bench install install-dev install-up lock upgrade services compose chromium clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,8 +38,10 @@ upgrade:  ## every dependency to its newest release, then the whole suite agains
 demo: install  ## the main job on the embedded defaults: SQLite, an in-process worker, the bundled emulator
 	$(BIN)/plimsoll demo
 
+# exec: no /bin/sh between make and scripts/up.sh, which a Ctrl-C would kill (make: *** Interrupt) before the
+# script has said that everything stopped.
 up: install-up services  ## the whole service here without Docker: emulator, migrations, API, worker, Flower (Ctrl-C stops)
-	VENV=$(VENV) bash scripts/up.sh
+	VENV=$(VENV) exec bash scripts/up.sh
 
 install-up: $(BIN)/python  ## the service plus honcho, which runs the Procfile
 	$(PIP_LOCKED) -r requirements/up.txt
@@ -57,7 +59,16 @@ compose:  ## Docker Compose for the tests: found, installed from Debian when run
 	     && DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 apt-get install -y -qq docker-compose >/dev/null; } \
 	|| echo "No Docker Compose here, so tests/test_compose.py will fail: install it (apt-get install docker-compose)." >&2
 
-test: install-dev services compose  ## the whole test suite against real PostgreSQL, Redis and a Celery worker
+# tests/test_make_up.py screenshots Flower's task list with headless Chromium (docs/flower-tasks.png).
+chromium:  ## headless Chromium for the tests: found, installed from Debian when run as root, or said what is missing
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null \
+	|| { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	     && echo "Installing Debian's chromium ..." >&2 \
+	     && DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+	     && DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 apt-get install -y -qq chromium >/dev/null; } \
+	|| echo "No Chromium here, so tests/test_make_up.py cannot screenshot Flower: install it (apt-get install chromium)." >&2
+
+test: install-dev services compose chromium  ## the whole test suite against real PostgreSQL, Redis and a Celery worker
 	$(BIN)/pytest -q
 
 lint: install-dev

@@ -38,6 +38,18 @@ Plimsoll is starting; Ctrl-C stops everything.
 From another shell: export PLIMSOLL_API_URL=http://127.0.0.1:$API_PORT, and PLIMSOLL_DATABASE_URL (above) for
 \`plimsoll tenant create NAME\`.
 BANNER
+# Ctrl-C reaches honcho, which stops every process and exits 130; make would report that as "Error 130". So a
+# Ctrl-C ends here, once honcho is done, with one line and status 0; any other end keeps honcho's status. (The
+# trap keeps this shell alive until then; where SIGINT was ignored when it started, e.g. `make up &` from a
+# script, the trap cannot be set and honcho's 130 alone says so.)
+interrupted=0
+trap 'interrupted=1' INT
+status=0
 # -e /dev/null: the settings are the ones above, not Compose's .env (Plimsoll still reads PLIMSOLL_* lines of
 # .env for what is not set here).
-exec honcho start --procfile Procfile --env /dev/null
+honcho start --procfile Procfile --env /dev/null || status=$?
+if [ "$interrupted" = 1 ] || [ "$status" = 130 ]; then
+  echo "Plimsoll stopped (Ctrl-C): the emulator, the API, the worker and Flower are down." >&2
+  exit 0
+fi
+exit "$status"

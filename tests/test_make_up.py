@@ -1,15 +1,18 @@
 """`make up`, as the README's service section tells a person to run it: the emulator, the migrations, the API, a
 Celery worker with beat and Flower, on spare ports, a database and role of their own (created by `make up`),
 a Redis database and a step queue of their own. A job submitted through the HTTP API finishes, Flower's API lists
-its steps with their outcomes (and a failed job's last step as a FAILURE), and Ctrl-C stops everything."""
+its steps with their outcomes (and a failed job's last step as a FAILURE), headless Chromium shows them on one
+screen of Flower's task list (saved as docs/flower-tasks.png), and Ctrl-C stops everything, quietly."""
 
 from __future__ import annotations
 
 import ast
+import html
 import os
 import random
 import re
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+from PIL import Image
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -37,6 +41,14 @@ TOO_LONG_LIMIT = 2_000  # the emulator's window for the third job: less than its
 UP_REDIS_DBS = range(1, 16)
 TEXTS = {"a.txt": "Alpha is the first letter.", "b.txt": "Beta comes after alpha."}
 INSTRUCTION = "Check each chapter against the notes and report one fact of each."
+
+# Headless Chromium on Flower's task list: a laptop's window, and the page's own script given time to fetch its rows.
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+WINDOW = (1400, 900)
+PAGE_SCRIPT_MS = 10_000  # virtual time: Chromium stops as soon as the page is idle
+SCREENSHOT = ROOT / "docs" / "flower-tasks.png"
+# Bootstrap's badge colours in Flower 2.2: a SUCCESS and a FAILURE row are drawn on the screen, not only in the page.
+SUCCESS_GREEN, FAILURE_RED = (25, 135, 84), (220, 53, 69)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -272,6 +284,27 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
         page = flower.get("/tasks").text
         headers = re.findall(r'<th data-column="([a-z_]+)">', page)
         assert {"args", "result", "exception", "state"} <= set(headers), headers
+
+        # Flower's task list as a person sees it, in a laptop's window.
+        shot = tmp_path / "flower-tasks.png"
+        url = f"http://{login[0]}:{login[1]}@127.0.0.1:{flower_port}/tasks"
+        began = time.monotonic()
+        columns, rows = task_list_in_chromium(url, shot)
+        print(f"Flower's task list in headless Chromium: {time.monotonic() - began:.1f} s, {len(rows)} rows")
+        assert columns == flower_columns(), "Flower does not show the Procfile's columns"
+        assert columns[:4] == ["args", "state", "result", "exception"], columns  # what a person reads first
+        assert rows and all(re.fullmatch(r"job \d+, step \d+", row["args"]) for row in rows), rows
+        assert all(row["name"] == "plimsoll.run_step" for row in rows), rows  # no reconciler
+        assert all(row["result"].startswith("{'status': ") for row in rows if row["state"] == "SUCCESS"), rows
+        [stopped_row] = [row for row in rows if row["state"] == "FAILURE"]
+        assert stopped_row["args"].startswith(f"job {failed}, step ")
+        assert "stopped after 1 step, the limit of this job" in stopped_row["exception"]
+        with Image.open(shot) as image:
+            assert image.size == WINDOW
+            colours = {colour for _, colour in image.convert("RGB").getcolors(maxcolors=WINDOW[0] * WINDOW[1])}
+        assert len(colours) > 100, "the screenshot is nearly blank"
+        assert {SUCCESS_GREEN, FAILURE_RED} <= colours, "no SUCCESS and FAILURE rows on the screen"
+        shutil.copyfile(shot, SCREENSHOT)  # the picture the README and docs/compose.md show
     finally:
         if up.poll() is None:
             os.killpg(up.pid, signal.SIGINT)  # Ctrl-C in the terminal `make up` runs in
@@ -283,6 +316,12 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
                 os.kill(pid, signal.SIGKILL)
     assert started, "no process was seen running"
     assert left == [], f"still running after Ctrl-C: {left}"
+    # Ctrl-C ends with one line, not make's "Error 130"; make itself, interrupted too, ends as a Ctrl-C'd command
+    # does (killed by the signal, which a shell does not report), or with scripts/up.sh's 0.
+    said = log.read_text()
+    assert "Error 130" not in said and "make: ***" not in said, said[-2000:]
+    assert said.rstrip().endswith("Plimsoll stopped (Ctrl-C): the emulator, the API, the worker and Flower are down.")
+    assert up.returncode in (0, -signal.SIGINT), up.returncode
     for port in (api_port, flower_port, emulator_port):
         with socket.socket() as probe:
             assert probe.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still answers"
@@ -295,3 +334,48 @@ def finished(api: httpx.Client, job_id: int, log: Path) -> dict[str, Any]:
 
     result: dict[str, Any] = wait_until(f"job {job_id}", done, JOB_SECONDS, log)
     return result
+
+
+def flower_columns() -> list[str]:
+    """The task list's columns as the Procfile starts Flower with them, checked against docker-compose.yml's."""
+    [procfile] = re.findall(r"--tasks_columns=([a-z_,]+)", (ROOT / "Procfile").read_text())
+    [compose] = re.findall(r"--tasks_columns=([a-z_,]+)", (ROOT / "docker-compose.yml").read_text())
+    assert procfile == compose, "the Procfile and docker-compose.yml show Flower's task list differently"
+    return procfile.split(",")
+
+
+def task_list_in_chromium(url: str, png: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """Headless Chromium opens Flower's task list, lets its script fetch the rows, saves a screenshot of the window
+    in ``png`` and returns the columns and the rows it drew (first page), each row's cells by column."""
+    assert CHROMIUM, "no Chromium here: `make test` installs it when run as root (apt-get install chromium)"
+    drawn = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--user-data-dir={png.parent / 'chromium-profile'}",
+            f"--window-size={WINDOW[0]},{WINDOW[1]}",
+            f"--virtual-time-budget={PAGE_SCRIPT_MS}",
+            f"--screenshot={png}",
+            "--dump-dom",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert drawn.returncode == 0 and png.is_file(), drawn.stderr[-2000:]
+    page = drawn.stdout
+    # DataTables draws the header twice (the scrolling head and the body's sizing row): the first set is the one shown.
+    headers = re.findall(r'<th[^>]*data-column="([a-z_]+)"', page)
+    columns = headers[: len(headers) // 2]
+    body = page.split("<tbody", 1)[1].split("</tbody>", 1)[0]
+    rows = []
+    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.DOTALL):
+        cells = [
+            html.unescape(re.sub(r"<[^>]+>", "", cell)).strip()
+            for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.DOTALL)
+        ]
+        rows.append(dict(zip(columns, cells, strict=True)))
+    return columns, rows
