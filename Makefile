@@ -65,7 +65,7 @@ chromium:  ## headless Chromium for the tests: found, installed from Debian when
 	|| { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	     && echo "Installing Debian's chromium ..." >&2 \
 	     && DEBIAN_FRONTEND=noninteractive apt-get update -qq \
-	     && DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 apt-get install -y -qq chromium >/dev/null; } \
+	     && DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes NEEDRESTART_SUSPEND=1 apt-get install -y -qq chromium >/dev/null; } \
 	|| echo "No Chromium here, so tests/test_make_up.py cannot screenshot Flower: install it (apt-get install chromium)." >&2
 
 test: install-dev services compose chromium  ## the whole test suite against real PostgreSQL, Redis and a Celery worker
