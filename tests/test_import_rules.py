@@ -53,3 +53,15 @@ def test_the_check_fails_when_a_rule_is_broken(tmp_path: Path, module: str, intr
     checked = lint_imports(tmp_path)
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert "BROKEN" in checked.stdout
+
+
+def test_no_test_module_imports_another() -> None:
+    """What test modules share lives in tests/support*.py and the fixtures_* plugins."""
+    tests = Path(__file__).resolve().parent
+    offenders = [
+        f"{path.name}: {line.strip()}"
+        for path in sorted(tests.glob("*.py"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.startswith(("from tests.test_", "import tests.test_"))
+    ]
+    assert offenders == []

@@ -17,9 +17,8 @@ from models.tables import Job, JobStatus, Notice
 from plimsoll.handover import handover
 from plimsoll.notices import check_locale, stopped_notice
 from tests.fixtures_emulator import TEST_API_KEY
-from tests.test_api import new_tenant
-from tests.test_worker_e2e import submit
-from tests.test_worker_steps import run_to_end, services
+from tests.support_api import new_tenant
+from tests.support_worker import run_to_end, services, submit
 from worker.providers import AnthropicProvider
 
 NBSP = "\xa0"

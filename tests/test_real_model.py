@@ -17,8 +17,7 @@ from emulator import EmulatorServer
 from models.db import Database
 from models.settings import Settings, get_settings
 from models.tables import Job, JobStatus
-from tests.test_worker_e2e import submit
-from tests.test_worker_steps import run_to_end
+from tests.support_worker import run_to_end, submit
 from worker.services import make_services
 
 ROOT = Path(__file__).resolve().parent.parent
