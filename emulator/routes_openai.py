@@ -18,6 +18,7 @@ from emulator.reply import written_reply
 from emulator.serving import (
     DroppedConnectionResponse,
     InvalidBody,
+    api_key_of,
     bearer_token,
     is_anxious,
     pause,
@@ -76,6 +77,17 @@ async def create_chat_completion(request: Request) -> Response:
         rejection = stats.TOO_LONG if total > limit else stats.TOO_LONG_WITH_MAX_TOKENS
         return _rejected(state, 400, body, rejection, headers, input_tokens=total)
 
+    key, model = api_key_of(request), conversation.model
+    limiter, at = state.rate_limiter, state.now()
+    admission = None
+    if limiter.active:  # OpenAI counts every prompt token, cached or not, and max_tokens as output
+        admission = limiter.admit(
+            key=key, model=model, input_tokens=total, cache_read=0, max_tokens=max_tokens or 0, now=at
+        )
+        if not admission.admitted:
+            limited = {**headers, **limiter.headers(key=key, model=model, now=at, retry_after=admission.retry_after)}
+            body = openai_wire.error_body(limiter.refusal_message(admission), kind="tokens", code="rate_limit_exceeded")
+            return _rejected(state, 429, body, stats.RATE_LIMITED, limited, input_tokens=total)
     cached = state.openai_cache.apply(
         model=conversation.model,
         units=counted.units,
@@ -118,8 +130,12 @@ async def create_chat_completion(request: Request) -> Response:
             cache_read=cached,
             output_tokens=reply.output_tokens,
             stop_reason=reply.stop_reason,
+            at=at,
         )
     )
+    if admission is not None:
+        limiter.settle(admission, key=key, model=model, output_tokens=reply.output_tokens, now=at)
+        headers.update(limiter.headers(key=key, model=model, now=at))
     return JSONResponse(completion, headers=headers)
 
 

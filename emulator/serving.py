@@ -86,5 +86,10 @@ def bearer_token(request: Request) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
+def api_key_of(request: Request) -> str:
+    """The key a model request was sent with (rate limits are per key)."""
+    return request.headers.get("x-api-key") or bearer_token(request) or "anonymous"
+
+
 def retry_after_value(seconds: float) -> str:
     return f"{seconds:g}"
