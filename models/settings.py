@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     # prefix again anyway, the cheapest moment to clear deeply.
     cache_ttl_seconds: float = Field(default=300.0, gt=0.0)
     max_transient_retries: int = 6  # per step, for provider faults; also per delivery for database outages
+    # A step refused by the provider's rate limit (429) waits its turn, without using up its retries; its job
+    # fails for rate limiting only once the step has waited this long in all.
+    rate_limit_max_wait_seconds: float = Field(default=4 * 3600.0, gt=0.0)
     default_locale: str = "en"
 
 

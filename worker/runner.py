@@ -47,7 +47,7 @@ from plimsoll.baselines import legacy_plan
 from plimsoll.fitting import Batching
 from plimsoll.messages import BLOCK_OVERHEAD, MESSAGE_OVERHEAD
 from plimsoll.notices import new_chat_notice, stopped_notice
-from worker.errors import ProviderError, TooLong
+from worker.errors import ProviderError, RateLimited, TooLong
 from worker.lease import Heartbeat, deadline, held_by_another, release
 from worker.model_limits import learn_limits, within_learned_limits
 from worker.outages import in_transaction, surviving_outages
@@ -78,7 +78,7 @@ class Services:
 @dataclass(frozen=True)
 class Outcome:
     job_id: int
-    action: Literal["continued", "waiting", "finished", "retry", "skipped"]
+    action: Literal["continued", "waiting", "finished", "retry", "rate_limited", "skipped"]
     step: int
     status: str
     stage: str | None = None
@@ -428,7 +428,7 @@ def _answered(
             _finish_with_parts(session, job)
         wake = _wake_parent(session, job)
         action = "finished"
-    job.step, job.attempts = step, 0
+    job.step, job.attempts, job.rate_limited_since = step, 0, None
     if action == "continued":
         release(job, seconds=services.settings.lease_seconds)
     seconds = prepared.seconds + time.perf_counter() - started
@@ -623,13 +623,26 @@ def _failed(
     if nothing is not None and not nothing.first_fits:
         return _budget_too_small(session, job, nothing)
     settings = services.settings
-    tries = job.attempts + 1
-    action = route(error, attempt=tries, max_attempts=settings.max_transient_retries + 1, locale=job.locale)
+    limited = isinstance(error, RateLimited)  # a wait, not a failed try: the step's retries are left as they are
+    tries = job.attempts + (0 if limited else 1)
+    waited = _waited_for_rate_limit(job)
+    action = route(
+        error,
+        attempt=max(tries, 1),
+        max_attempts=settings.max_transient_retries + 1,
+        locale=job.locale,
+        waited_seconds=waited,
+        max_wait_seconds=settings.rate_limit_max_wait_seconds,
+    )
     if action.retry:
-        job.attempts, job.retries = tries, job.retries + 1
+        if limited:
+            job.rate_limited_since = job.rate_limited_since or now()
+        else:
+            job.attempts, job.retries = tries, job.retries + 1
         delay = action.delay or 0.0
         release(job, seconds=delay + settings.lease_seconds)
-        return _Done(Outcome(job.id, "retry", job.step, job.status, retry_in=delay), [(job.id, job.step, delay)])
+        kind: Literal["rate_limited", "retry"] = "rate_limited" if limited else "retry"
+        return _Done(Outcome(job.id, kind, job.step, job.status, retry_in=delay), [(job.id, job.step, delay)])
     step = job.step + 1
     carried = prepared.carried if prepared else nothing.carried if nothing else []
     if carried:
@@ -638,7 +651,16 @@ def _failed(
         session.add(_step_record(job, prepared, step, reply=None, seconds=prepared.seconds, stop=type(error).__name__))
     elif nothing is not None:
         session.add(_unsent_step_record(job, step, nothing.error, rejected=rejected))
-    why = error.message if tries == 1 else f"the request failed {tries} times in a row; the last time: {error.message}"
+    if limited:
+        why = (
+            f"the provider's rate limit kept the step waiting {waited / 60:.0f} min, longer than the "
+            f"{settings.rate_limit_max_wait_seconds / 60:.0f} min allowed (PLIMSOLL_RATE_LIMIT_MAX_WAIT_SECONDS); "
+            f"the last answer: {error.message}"
+        )
+    elif tries == 1:
+        why = error.message
+    else:
+        why = f"the request failed {tries} times in a row; the last time: {error.message}"
     _finish(job, JobStatus(action.job_status or JobStatus.FAILED), error=why)
     if action.notice:
         notice = new_chat_notice(job.id, job.locale) if job.status == JobStatus.NEEDS_NEW_CHAT else action.notice
@@ -646,6 +668,14 @@ def _failed(
     stage = prepared.chosen.stage if prepared else "does_not_fit"
     outcome = Outcome(job.id, "finished", step, job.status, stage=stage)  # the step of the record written above
     return _Done(outcome, _wake_parent(session, job), error if action.report_to_sentry else None)
+
+
+def _waited_for_rate_limit(job: Job) -> float:
+    """Seconds since the provider's rate limit first refused the job's current step (0: it has not)."""
+    since = job.rate_limited_since
+    if since is None:
+        return 0.0
+    return (now() - (since if since.tzinfo else since.replace(tzinfo=UTC))).total_seconds()
 
 
 def _budget_too_small(session: Session, job: Job, nothing: _NothingFits) -> _Done:
