@@ -56,6 +56,12 @@ class Settings(BaseSettings):
     # A step refused by the provider's rate limit (429) waits its turn, without using up its retries; its job
     # fails for rate limiting only once the step has waited this long in all.
     rate_limit_max_wait_seconds: float = Field(default=4 * 3600.0, gt=0.0)
+    # Admission (worker/admission.py): every step reserves its request's share of the provider's rate limits
+    # from a limiter in Redis shared by all workers. Limits are learned from the answers' headers; these set them
+    # per provider and model class, e.g. {"anthropic/claude-sonnet": {"input_tokens": 1800000}}.
+    admission: bool = True
+    limiter_url: str | None = None  # the limiter's Redis (None: the broker's, when it is Redis)
+    rate_limits: dict[str, dict[str, int]] = Field(default_factory=dict)
     default_locale: str = "en"
 
 

@@ -23,6 +23,8 @@ import httpx
 import httpx2
 import openai
 
+from worker.rate_limits import Budget, stated_limits
+
 
 class JobFailed(Exception):
     """Raised by the step task after a step that failed its job has committed, so that the task is a FAILURE in
@@ -75,7 +77,20 @@ class Transient(ProviderError):
 
 
 class RateLimited(Transient):
-    """The provider's rate limit refused the request (HTTP 429): nothing is wrong, the step waits its turn."""
+    """The provider's rate limit refused the request (HTTP 429): nothing is wrong, the step waits its turn.
+    ``limits``: what the answer's headers said of the limits (worker/rate_limits.py)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        provider: str,
+        retry_after: float | None = None,
+        limits: Mapping[str, Budget] | None = None,
+    ) -> None:
+        super().__init__(message, status=status, provider=provider, retry_after=retry_after)
+        self.limits: Mapping[str, Budget] = limits or {}
 
 
 class InvalidRequest(ProviderError):
@@ -200,7 +215,13 @@ def classify_payload(
         return AuthFailure(message, status=status, provider=provider)
     transient_status = status is not None and (status in _TRANSIENT_STATUSES or status >= 500)
     if status == 429 or (status is None and kinds & _RATE_LIMIT_KINDS):
-        return RateLimited(message, status=status, provider=provider, retry_after=retry_after_seconds(headers))
+        return RateLimited(
+            message,
+            status=status,
+            provider=provider,
+            retry_after=retry_after_seconds(headers),
+            limits=stated_limits(headers),
+        )
     if transient_status or (status is None and kinds & _TRANSIENT_KINDS):
         return Transient(message, status=status, provider=provider, retry_after=retry_after_seconds(headers))
     return InvalidRequest(message, status=status, provider=provider)

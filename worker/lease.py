@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 
 from sqlalchemy import or_, update
+from sqlalchemy.orm import Session
 
 from models.db import Database
 from models.tables import Job, JobStatus, now
@@ -41,6 +42,17 @@ def held_by_another(job: Job, at: datetime) -> bool:
 def release(job: Job, *, seconds: float) -> None:
     """No delivery holds the job; the next one must claim it within ``seconds``."""
     job.lease_owner, job.lease_until = None, deadline(seconds)
+
+
+def give_back(session: Session, *, job_id: int, owner: str, seconds: float) -> None:
+    """The delivery ``owner`` gives its claim on the job back without running the step; the next delivery must
+    claim it within ``seconds``."""
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.lease_owner == owner)
+        .values(lease_owner=None, lease_until=deadline(seconds))
+        .execution_options(synchronize_session=False)
+    )
 
 
 def reconcile(database: Database, *, lease_seconds: float, enqueue: Callable[[int, int], None]) -> list[int]:

@@ -13,13 +13,14 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Literal, TypeVar
 
 import sentry_sdk
+from redis.exceptions import RedisError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -47,12 +48,14 @@ from plimsoll.baselines import legacy_plan
 from plimsoll.fitting import Batching
 from plimsoll.messages import BLOCK_OVERHEAD, MESSAGE_OVERHEAD
 from plimsoll.notices import new_chat_notice, stopped_notice
+from worker.admission import Limiter, Ticket, planned_input
 from worker.errors import ProviderError, RateLimited, TooLong
-from worker.lease import Heartbeat, deadline, held_by_another, release
+from worker.lease import Heartbeat, deadline, give_back, held_by_another, release
 from worker.model_limits import learn_limits, within_learned_limits
 from worker.outages import in_transaction, surviving_outages
 from worker.prompts import system_prompt
-from worker.providers.base import Provider, Reply
+from worker.providers.base import Provider, Reply, Usage
+from worker.rate_limits import Budget
 from worker.routing import route
 from worker.runaway import count_calls, fingerprint, with_warning
 from worker.tools import Delegation, result, run_tool, tools_for
@@ -73,12 +76,13 @@ class Services:
     provider_for: Callable[[Job], Provider]
     enqueue: Enqueue
     report: Callable[[BaseException], Any] = sentry_sdk.capture_exception
+    limiter: Limiter | None = None  # admission under the provider's rate limits (None: send at once)
 
 
 @dataclass(frozen=True)
 class Outcome:
     job_id: int
-    action: Literal["continued", "waiting", "finished", "retry", "rate_limited", "skipped"]
+    action: Literal["continued", "waiting", "finished", "retry", "rate_limited", "waiting_for_capacity", "skipped"]
     step: int
     status: str
     stage: str | None = None
@@ -98,6 +102,7 @@ class _Prepared:
     step: int
     strategy: str
     provider: Provider
+    provider_name: str
     model: str
     max_tokens: int
     system: str
@@ -110,6 +115,7 @@ class _Prepared:
     seconds: float = 0.0  # time spent in our code
     rejected: tuple[int, int] | None = None  # a first attempt rejected as too long: (our estimate, its real size)
     breakpoints: tuple[int, ...] = ()  # request messages ending a prefix the next requests keep
+    counted_input: int = 0  # what the request is expected to count against the provider's input-token limit
 
 
 def run_step(job_id: int, services: Services, *, step: int | None = None) -> Outcome:
@@ -126,6 +132,9 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
         return _after_commit(begun, services)
     prepared = begun
     prepared.seconds = time.perf_counter() - started
+    waiting = _wait_for_capacity(prepared, job_id, owner, services)
+    if waiting is not None:
+        return waiting
     answer = _send(prepared, job_id, owner, services)
     if isinstance(answer, TooLong) and answer.tokens and prepared.strategy in CALIBRATED:
         # A rejection that states the real size is a measurement: plan once more with it, a smaller request.
@@ -153,7 +162,7 @@ def _send(prepared: _Prepared, job_id: int, owner: str, services: Services) -> R
     """The model's reply to the prepared request, or how the request failed; the job's lease is kept alive."""
     try:
         with Heartbeat(services.database, job_id, owner, seconds=services.settings.lease_seconds):
-            return prepared.provider.send(
+            reply = prepared.provider.send(
                 model=prepared.model,
                 system=prepared.system,
                 messages=prepared.request,
@@ -162,7 +171,53 @@ def _send(prepared: _Prepared, job_id: int, owner: str, services: Services) -> R
                 breakpoints=prepared.breakpoints,
             )
     except ProviderError as error:
+        _settle(prepared, job_id, services, None, error.limits if isinstance(error, RateLimited) else {})
         return error
+    _settle(prepared, job_id, services, reply.usage, reply.limits)
+    return reply
+
+
+def _ticket(prepared: _Prepared, job_id: int) -> Ticket:
+    return Ticket(provider=prepared.provider_name, model=prepared.model, job_id=job_id, step=prepared.step)
+
+
+def _wait_for_capacity(prepared: _Prepared, job_id: int, owner: str, services: Services) -> Outcome | None:
+    """Reserve the request's share of the provider's rate limits. Without capacity now, the step is not
+    started: it gives its claim back and is queued again for when its turn comes (not a retry)."""
+    if services.limiter is None:
+        return None
+    try:
+        wait = services.limiter.reserve(
+            _ticket(prepared, job_id), input_tokens=prepared.counted_input, output_tokens=prepared.max_tokens
+        )
+    except RedisError as error:  # the limiter is an improvement: without it, send as before
+        logger.warning("job %s: admission unavailable (%s); sending", job_id, type(error).__name__)
+        return None
+    if wait <= 0:
+        return None
+    in_transaction(
+        services.database,
+        partial(give_back, job_id=job_id, owner=owner, seconds=wait + services.settings.lease_seconds),
+    )
+    try:
+        services.enqueue(job_id, prepared.step, wait)
+    except Exception as error:
+        logger.warning(
+            "job %s: step %s not queued (%s); the reconciler will", job_id, prepared.step, type(error).__name__
+        )
+    return Outcome(job_id, "waiting_for_capacity", prepared.step, JobStatus.RUNNING, retry_in=wait)
+
+
+def _settle(
+    prepared: _Prepared, job_id: int, services: Services, usage: Usage | None, stated: Mapping[str, Budget]
+) -> None:
+    """Correct the step's reservation by what its request really counted."""
+    if services.limiter is None:
+        return
+    try:
+        services.limiter.settle(_ticket(prepared, job_id), sent=usage is not None, usage=usage, stated=stated)
+    except RedisError as error:
+        logger.warning("job %s: admission not corrected (%s)", job_id, type(error).__name__)
 
 
 def _store_surviving_outages(services: Services, work: Callable[[Session], T]) -> T:
@@ -287,8 +342,10 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
     calibrator = Calibrator.from_dict(job.calibration, floor=services.settings.calibration_floor)
     factor = calibrator.factor if job.strategy in CALIBRATED else 1.0
     planning_budget = int(job.budget / factor)
+    previous = last_step(session, job.id)
+    cache = cache_view(previous, ttl_seconds=services.settings.cache_ttl_seconds, at=now())
     try:
-        chosen, breakpoints = _plan(session, job, every, planning_budget, overhead, services.settings)
+        chosen, breakpoints = _plan(job, every, planning_budget, overhead, cache)
     except DoesNotFit as error:
         raise _NothingFits(error, carried, first_fits=every[0].tokens + overhead <= planning_budget) from error
     needed = [i for i in bodies_needed(chosen, every) if i < len(outlines)]
@@ -298,6 +355,7 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
         step=job.step,
         strategy=job.strategy,
         provider=services.provider_for(job),
+        provider_name=job.provider,
         model=job.model,
         max_tokens=job.max_output_tokens,
         system=system,
@@ -308,19 +366,29 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
         factor=factor,
         carried=carried,
         breakpoints=breakpoints,
+        counted_input=planned_input(
+            tokens=int(chosen.tokens * factor),
+            provider=job.provider,
+            cached_prefix=_cached_prefix(previous, cache, chosen),
+        ),
     )
 
 
-def _plan(
-    session: Session, job: Job, every: list[Outline], budget: int, overhead: int, settings: Settings
-) -> tuple[Plan, tuple[int, ...]]:
+def _cached_prefix(previous: Step | None, cache: CacheView, chosen: Plan) -> int:
+    """The tokens the request should read from the prompt cache: the whole previous request, if the cache is
+    warm and the plan clears nothing new (the previous request ended with a breakpoint); otherwise taken as none."""
+    if previous is None or previous.reported_input_tokens is None or cache.cold:
+        return 0
+    return previous.reported_input_tokens if set(chosen.cleared) == set(cache.previous_cleared or ()) else 0
+
+
+def _plan(job: Job, every: list[Outline], budget: int, overhead: int, cache: CacheView) -> tuple[Plan, tuple[int, ...]]:
     """What the next request sends, and where the provider's cache breakpoints go (empty: the adapter's own).
     Plimsoll's strategy clears where the prompt cache makes it cheapest, from what it knows of the previous
     request; the reproductions of the published failures fit as they did."""
     if job.strategy == "legacy":
         return legacy_plan(every, budget, profile=job.profile, overhead=overhead), ()
     if job.strategy == "plimsoll":
-        cache = cache_view(last_step(session, job.id), ttl_seconds=settings.cache_ttl_seconds, at=now())
         cached = plan_cached(every, budget, profile=job.profile, overhead=overhead, cache=cache)
         return cached.plan, cached.breakpoints
     batching: Batching = "one" if job.strategy == "unbatched" else "four"

@@ -5,9 +5,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import redis
+
 from models.db import Database, get_database
 from models.settings import Settings, get_settings
 from models.tables import Job
+from worker.admission import Limiter
 from worker.providers import make_provider
 from worker.providers.base import Provider
 from worker.runner import Enqueue, Services
@@ -34,6 +37,17 @@ def providers(settings: Settings) -> Callable[[Job], Provider]:
     return provider_for
 
 
+def limiter(settings: Settings) -> Limiter | None:
+    """The shared admission limiter, on the limiter's Redis or the broker's; None when admission is off or
+    there is no Redis to share (the in-process queue, a RabbitMQ broker without PLIMSOLL_LIMITER_URL)."""
+    url = settings.limiter_url or (
+        settings.broker_url if settings.broker_url.startswith(("redis://", "rediss://")) else None
+    )
+    if not settings.admission or url is None or settings.queue != "celery":
+        return None
+    return Limiter(redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0), settings.rate_limits)
+
+
 def make_services(enqueue: Enqueue, *, settings: Settings | None = None, database: Database | None = None) -> Services:
     settings = settings or get_settings()
     return Services(
@@ -41,4 +55,5 @@ def make_services(enqueue: Enqueue, *, settings: Settings | None = None, databas
         settings=settings,
         provider_for=providers(settings),
         enqueue=enqueue,
+        limiter=limiter(settings),
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anthropic
@@ -10,6 +10,7 @@ import anthropic
 from worker.errors import classify
 from worker.providers.base import Reply, Usage, checked_reply
 from worker.providers.cache_breakpoints import with_cache_breakpoints
+from worker.rate_limits import Budget, stated_limits
 
 PROVIDER = "anthropic"
 
@@ -38,10 +39,11 @@ class AnthropicProvider:
         if marked_tools:
             request["tools"] = marked_tools
         try:
-            message = self._client.messages.create(**request)
+            raw = self._client.messages.with_raw_response.create(**request)
+            message = raw.parse()
         except anthropic.APIError as exc:
             raise classify(exc, PROVIDER) from exc
-        return checked_reply(_reply(message), PROVIDER)
+        return checked_reply(_reply(message, stated_limits(raw.headers)), PROVIDER)
 
     def model_limits(self, model: str) -> tuple[int, int] | None:
         """(context window, output limit) as the Models API gives them, or None where it does not say."""
@@ -54,7 +56,7 @@ class AnthropicProvider:
         return info.max_input_tokens, info.max_tokens
 
 
-def _reply(message: anthropic.types.Message) -> Reply:
+def _reply(message: anthropic.types.Message, limits: Mapping[str, Budget]) -> Reply:
     usage = message.usage
     return Reply(
         content=[_block(block) for block in message.content],
@@ -66,6 +68,7 @@ def _reply(message: anthropic.types.Message) -> Reply:
             cache_read_tokens=usage.cache_read_input_tokens or 0,
         ),
         model=message.model,
+        limits=limits,
     )
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from worker.errors import TooLong
+from worker.rate_limits import Budget
 
 # Newer Anthropic models stop with this reason when the conversation fills the context window mid-reply.
 CONTEXT_WINDOW_EXCEEDED = "model_context_window_exceeded"
@@ -34,6 +35,8 @@ class Reply:
     """Canonical stop reason: end_turn, tool_use, max_tokens, stop_sequence, refusal, ..."""
     usage: Usage
     model: str
+    limits: Mapping[str, Budget] = field(default_factory=dict)
+    """The provider's rate limits as this answer's headers state them (empty: it states none)."""
 
 
 class Provider(Protocol):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import openai
@@ -11,6 +11,7 @@ from openai.types.chat import ChatCompletion
 from worker.errors import classify
 from worker.providers.base import Reply, Usage, checked_reply
 from worker.providers.openai_format import to_openai_messages, to_openai_tools, tool_use_block
+from worker.rate_limits import Budget, stated_limits
 
 PROVIDER = "openai"
 
@@ -46,13 +47,14 @@ class OpenAIProvider:
         if tools:
             request["tools"] = to_openai_tools(tools)
         try:
-            completion = self._client.chat.completions.create(**request)
+            raw = self._client.chat.completions.with_raw_response.create(**request)
+            completion = raw.parse()
         except openai.APIError as exc:
             raise classify(exc, PROVIDER) from exc
-        return checked_reply(_reply(completion), PROVIDER)
+        return checked_reply(_reply(completion, stated_limits(raw.headers)), PROVIDER)
 
 
-def _reply(completion: ChatCompletion) -> Reply:
+def _reply(completion: ChatCompletion, limits: Mapping[str, Budget]) -> Reply:
     choice = completion.choices[0]
     message = choice.message
     content: list[dict[str, Any]] = []
@@ -67,6 +69,7 @@ def _reply(completion: ChatCompletion) -> Reply:
         stop_reason=_STOP_REASONS.get(choice.finish_reason, choice.finish_reason),
         usage=_usage(completion),
         model=completion.model,
+        limits=limits,
     )
 
 
