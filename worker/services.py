@@ -37,15 +37,20 @@ def providers(settings: Settings) -> Callable[[Job], Provider]:
     return provider_for
 
 
+def shared_redis(settings: Settings) -> redis.Redis | None:
+    """The Redis every worker on every machine shares (the limiter, the scheduler's lock): PLIMSOLL_LIMITER_URL,
+    else the broker when it is Redis; None without one."""
+    url = settings.limiter_url
+    if url is None and settings.broker_url.startswith(("redis://", "rediss://")):
+        url = settings.broker_url
+    return redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0) if url else None
+
+
 def limiter(settings: Settings) -> Limiter | None:
-    """The shared admission limiter, on the limiter's Redis or the broker's; None when admission is off or
-    there is no Redis to share (the in-process queue, a RabbitMQ broker without PLIMSOLL_LIMITER_URL)."""
-    url = settings.limiter_url or (
-        settings.broker_url if settings.broker_url.startswith(("redis://", "rediss://")) else None
-    )
-    if not settings.admission or url is None or settings.queue != "celery":
-        return None
-    return Limiter(redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0), settings.rate_limits)
+    """The shared admission limiter; None when admission is off or there is no Redis to share (the in-process
+    queue, a RabbitMQ broker without PLIMSOLL_LIMITER_URL)."""
+    client = shared_redis(settings) if settings.admission and settings.queue == "celery" else None
+    return Limiter(client, settings.rate_limits) if client is not None else None
 
 
 def make_services(enqueue: Enqueue, *, settings: Settings | None = None, database: Database | None = None) -> Services:

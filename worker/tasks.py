@@ -62,7 +62,13 @@ def run_step_task(self: Task, job_id: int, step: int | None = None) -> dict[str,
 
 @app.task(name="plimsoll.reconcile", ignore_result=True)  # type: ignore[untyped-decorator]
 def reconcile_task() -> int:
-    """Queue again every unfinished job whose deadline has passed (run by Celery beat)."""
+    """Queue again every unfinished job whose deadline has passed. Celery beat runs this in place
+    (worker/scheduler.py); the task is there to run a round by hand."""
+    return reconcile_now()
+
+
+def reconcile_now() -> int:
+    """One reconciler round: every unfinished job past its deadline queued again; how many."""
     services = _services()
     try:
         queued = reconcile(
