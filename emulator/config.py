@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 # What a fault can be: an HTTP 429 with retry-after, Anthropic's 529 overloaded_error (503 on the OpenAI
-# route), a 500 api_error, or a connection dropped in the middle of the response.
-FAULT_KINDS = ("429", "529", "500", "drop")
+# route), a 500 api_error, a connection dropped in the middle of the response, or a hang (nothing is sent for
+# ``hang_seconds``, then the connection is dropped).
+FAULT_KINDS = ("429", "529", "500", "drop", "hang")
 # A scripted fault list may also say "none": that request is served normally.
 NO_FAULT = "none"
 
@@ -33,6 +34,7 @@ class FaultConfig:
     script: tuple[str, ...] = ()
     retry_after_seconds: float = 1.0
     seed: int = 0
+    hang_seconds: float = 3600.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.rate <= 1.0:
@@ -43,6 +45,8 @@ class FaultConfig:
             raise ConfigError(f"faults.script entries must be one of {[*FAULT_KINDS, NO_FAULT]}")
         if not (math.isfinite(self.retry_after_seconds) and self.retry_after_seconds >= 0):
             raise ConfigError("faults.retry_after_seconds must be a number >= 0")
+        if not (math.isfinite(self.hang_seconds) and self.hang_seconds >= 0):
+            raise ConfigError("faults.hang_seconds must be a number >= 0")
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from emulator.serving import (
     InvalidBody,
     api_key_of,
     bearer_token,
+    hang,
     is_anxious,
     pause,
     read_json,
@@ -159,15 +160,18 @@ async def _admitted(
         except ValueError as exc:
             return None, _invalid(state, route, str(exc), req_id)
         if fault is not None:
-            return None, _fault_response(state, route, fault, req_id)
+            return None, await _fault_response(state, route, fault, req_id)
     try:
         return await read_json(request), None
     except InvalidBody as exc:
         return None, _invalid(state, route, f"There was an issue with the request body: invalid JSON ({exc})", req_id)
 
 
-def _fault_response(state: EmulatorState, route: str, fault: str, req_id: str) -> Response:
+async def _fault_response(state: EmulatorState, route: str, fault: str, req_id: str) -> Response:
     rejection = stats.FAULT_REJECTIONS[fault]
+    if fault == "hang":
+        state.stats.record(stats.RequestRecord(route=route, status=0, fault=fault, rejection=rejection))
+        return await hang(state)
     if fault == "drop":
         state.stats.record(stats.RequestRecord(route=route, status=0, fault=fault, rejection=rejection))
         return DroppedConnectionResponse()

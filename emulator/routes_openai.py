@@ -20,6 +20,7 @@ from emulator.serving import (
     InvalidBody,
     api_key_of,
     bearer_token,
+    hang,
     is_anxious,
     pause,
     read_json,
@@ -56,7 +57,7 @@ async def create_chat_completion(request: Request) -> Response:
     except ValueError as exc:
         return _invalid(state, RequestError(str(exc)), headers)
     if fault is not None:
-        return _fault_response(state, fault, headers)
+        return await _fault_response(state, fault, headers)
     try:
         raw = await read_json(request)
         conversation = openai_wire.parse_request(raw)
@@ -139,8 +140,11 @@ async def create_chat_completion(request: Request) -> Response:
     return JSONResponse(completion, headers=headers)
 
 
-def _fault_response(state: EmulatorState, fault: str, headers: dict[str, str]) -> Response:
+async def _fault_response(state: EmulatorState, fault: str, headers: dict[str, str]) -> Response:
     route, rejection = stats.CHAT_COMPLETIONS_ROUTE, stats.FAULT_REJECTIONS[fault]
+    if fault == "hang":
+        state.stats.record(stats.RequestRecord(route=route, status=0, fault=fault, rejection=rejection))
+        return await hang(state)
     if fault == "drop":
         state.stats.record(stats.RequestRecord(route=route, status=0, fault=fault, rejection=rejection))
         return DroppedConnectionResponse()

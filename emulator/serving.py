@@ -73,6 +73,13 @@ async def pause(request: Request, state: EmulatorState) -> None:
         await asyncio.sleep(delay)
 
 
+async def hang(state: EmulatorState) -> Response:
+    """A request the server takes and never answers: nothing is sent for the fault's ``hang_seconds``, then the
+    connection is dropped (a client with a read timeout has given up long before)."""
+    await asyncio.sleep(state.config.faults.hang_seconds)
+    return DroppedConnectionResponse()
+
+
 def is_anxious(request: Request, state: EmulatorState) -> bool:
     header = request.headers.get(ANXIOUS_HEADER)
     if header is not None:

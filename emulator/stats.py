@@ -22,7 +22,9 @@ DROPPED = "dropped"
 AUTHENTICATION = "authentication"
 INVALID_REQUEST = "invalid_request"
 
-FAULT_REJECTIONS = {"429": RATE_LIMIT, "529": OVERLOADED, "500": API_ERROR, "drop": DROPPED}
+HUNG = "hung"
+
+FAULT_REJECTIONS = {"429": RATE_LIMIT, "529": OVERLOADED, "500": API_ERROR, "drop": DROPPED, "hang": HUNG}
 
 
 @dataclass(frozen=True)

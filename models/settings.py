@@ -29,7 +29,12 @@ class Settings(BaseSettings):
     anthropic_base_url: str | None = None  # None: the SDK's default, api.anthropic.com
     openai_api_key: SecretStr = SecretStr("emulator")
     openai_base_url: str | None = None
-    request_timeout_seconds: float = 600.0
+    # No model call hangs for long: a call that sends nothing for request_timeout_seconds (its read-idle time;
+    # replies are streamed, so a long generation is not taken for a hang) or runs past its deadline (the idle
+    # time plus its output allowance at min_output_tokens_per_second) is a transient fault, and retried.
+    request_timeout_seconds: float = Field(default=120.0, gt=0.0)
+    connect_timeout_seconds: float = Field(default=10.0, gt=0.0)
+    min_output_tokens_per_second: float = Field(default=20.0, gt=0.0)
 
     default_model: str = "plimsoll-emulator"
     models: dict[str, dict[str, Any]] = Field(

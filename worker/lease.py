@@ -11,7 +11,9 @@ Deliveries name the step they are for, so a late or duplicate one finds the job 
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
@@ -81,10 +83,15 @@ def reconcile(database: Database, *, lease_seconds: float, enqueue: Callable[[in
 
 
 class Heartbeat:
-    """Keeps a claimed job's lease alive from a background thread while the step waits for the model."""
+    """Keeps a claimed job's lease alive from a background thread while the step waits for the model, until
+    ``for_seconds`` have passed (the call's deadline): a call that outlives it is hung, and the lease lapses so
+    that the reconciler hands the step to another delivery."""
 
-    def __init__(self, database: Database, job_id: int, owner: str, *, seconds: float) -> None:
+    def __init__(
+        self, database: Database, job_id: int, owner: str, *, seconds: float, for_seconds: float = math.inf
+    ) -> None:
         self.database, self.job_id, self.owner, self.seconds = database, job_id, owner, seconds
+        self.until = time.monotonic() + for_seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True, name=f"plimsoll-lease-{job_id}")
 
@@ -97,7 +104,7 @@ class Heartbeat:
         self._thread.join()
 
     def _beat(self) -> None:
-        while not self._stop.wait(self.seconds / 3):
+        while not self._stop.wait(self.seconds / 3) and time.monotonic() < self.until:
             try:
                 with self.database.session() as session:
                     session.execute(

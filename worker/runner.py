@@ -54,6 +54,7 @@ from worker.lease import Heartbeat, deadline, give_back, held_by_another, releas
 from worker.model_limits import learn_limits, within_learned_limits
 from worker.outages import in_transaction, surviving_outages
 from worker.prompts import system_prompt
+from worker.providers import timeouts
 from worker.providers.base import Provider, Reply, Usage
 from worker.rate_limits import Budget
 from worker.routing import route
@@ -161,7 +162,8 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
 def _send(prepared: _Prepared, job_id: int, owner: str, services: Services) -> Reply | ProviderError:
     """The model's reply to the prepared request, or how the request failed; the job's lease is kept alive."""
     try:
-        with Heartbeat(services.database, job_id, owner, seconds=services.settings.lease_seconds):
+        deadline = timeouts(services.settings).deadline(prepared.max_tokens)
+        with Heartbeat(services.database, job_id, owner, seconds=services.settings.lease_seconds, for_seconds=deadline):
             reply = prepared.provider.send(
                 model=prepared.model,
                 system=prepared.system,

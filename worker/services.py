@@ -11,7 +11,7 @@ from models.db import Database, get_database
 from models.settings import Settings, get_settings
 from models.tables import Job
 from worker.admission import Limiter
-from worker.providers import make_provider
+from worker.providers import make_provider, timeouts
 from worker.providers.base import Provider
 from worker.runner import Enqueue, Services
 
@@ -30,7 +30,7 @@ def providers(settings: Settings) -> Callable[[Job], Provider]:
                     job.provider,
                     api_key=key.get_secret_value(),
                     base_url=base_url,
-                    timeout=settings.request_timeout_seconds,
+                    timeouts=timeouts(settings),
                 )
             return made[job.provider]
 

@@ -28,6 +28,19 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class Timeouts:
+    """How long a model call may take: ``connect`` to reach the provider, ``idle`` seconds without a byte, and in
+    all its deadline, the idle time plus its output allowance at ``output_tokens_per_second``."""
+
+    idle: float = 120.0
+    connect: float = 10.0
+    output_tokens_per_second: float = 20.0
+
+    def deadline(self, max_tokens: int) -> float:
+        return self.connect + self.idle + max_tokens / self.output_tokens_per_second
+
+
+@dataclass(frozen=True)
 class Reply:
     content: list[dict[str, Any]]
     """Canonical (Anthropic-shaped) blocks: text and tool_use."""

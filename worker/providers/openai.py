@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import httpx2
 import openai
 from openai.types.chat import ChatCompletion
 
 from worker.errors import classify
-from worker.providers.base import Reply, Usage, checked_reply
+from worker.providers.base import Reply, Timeouts, Usage, checked_reply
 from worker.providers.openai_format import to_openai_messages, to_openai_tools, tool_use_block
 from worker.rate_limits import Budget, stated_limits
 
@@ -25,9 +26,12 @@ _STOP_REASONS = {
 
 
 class OpenAIProvider:
-    def __init__(self, api_key: str, base_url: str | None = None, timeout: float = 600.0) -> None:
+    def __init__(
+        self, api_key: str, base_url: str | None = None, timeout: float = 120.0, *, timeouts: Timeouts | None = None
+    ) -> None:
+        self._timeouts = timeouts or Timeouts(idle=timeout)
         # Retries belong to the worker, which knows whether a failure is worth one.
-        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0)
 
     def send(
         self,
@@ -47,6 +51,8 @@ class OpenAIProvider:
         if tools:
             request["tools"] = to_openai_tools(tools)
         try:
+            # Not streamed: the whole reply comes at once, so the call waits up to its deadline for it.
+            request["timeout"] = httpx2.Timeout(self._timeouts.deadline(max_tokens), connect=self._timeouts.connect)
             raw = self._client.chat.completions.with_raw_response.create(**request)
             completion = raw.parse()
         except openai.APIError as exc:
