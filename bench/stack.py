@@ -47,6 +47,7 @@ def clear_cached_settings() -> None:
     settings.get_settings.cache_clear()
     db.get_database.cache_clear()
     tasks._services.cache_clear()
+    tasks._shared_redis.cache_clear()
 
 
 @contextmanager

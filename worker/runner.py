@@ -52,7 +52,7 @@ from worker.admission import Limiter, Ticket, planned_input
 from worker.errors import ProviderError, RateLimited, TooLong
 from worker.lease import Heartbeat, deadline, give_back, held_by_another, release
 from worker.model_limits import learn_limits, within_learned_limits
-from worker.outages import in_transaction, surviving_outages
+from worker.outages import DatabaseUnavailable, in_transaction, surviving_outages
 from worker.prompts import system_prompt
 from worker.providers import timeouts
 from worker.providers.base import Provider, Reply, Usage
@@ -152,10 +152,20 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
         )
         return _after_commit(failed, services)
     storing = time.perf_counter()
-    stored = _store_surviving_outages(
-        services,
-        partial(_answered, job_id=job_id, prepared=prepared, reply=answer, services=services, started=storing),
-    )
+    try:
+        stored = _store_surviving_outages(
+            services,
+            partial(_answered, job_id=job_id, prepared=prepared, reply=answer, services=services, started=storing),
+        )
+    except DatabaseUnavailable:
+        usage = answer.usage
+        logger.error(
+            "job %s: a paid reply to step %s was dropped, the database being unavailable for %.0f s; it will be paid "
+            "again (input %d, cache read %d, cache write %d, output %d tokens)",
+            job_id, prepared.step, services.settings.store_retry_seconds, usage.input_tokens,
+            usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens,
+        )  # fmt: skip
+        raise
     return _after_commit(stored, services)
 
 
@@ -377,11 +387,13 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
 
 
 def _cached_prefix(previous: Step | None, cache: CacheView, chosen: Plan) -> int:
-    """The tokens the request should read from the prompt cache: the whole previous request, if the cache is
-    warm and the plan clears nothing new (the previous request ended with a breakpoint); otherwise taken as none."""
+    """The tokens the request should read from the prompt cache: what the previous request read from it or wrote
+    to it, if the cache is still warm and the plan clears nothing new; otherwise taken as none."""
     if previous is None or previous.reported_input_tokens is None or cache.cold:
         return 0
-    return previous.reported_input_tokens if set(chosen.cleared) == set(cache.previous_cleared or ()) else 0
+    if set(chosen.cleared) != set(cache.previous_cleared or ()):
+        return 0
+    return previous.cache_read_tokens + previous.cache_write_tokens
 
 
 def _plan(job: Job, every: list[Outline], budget: int, overhead: int, cache: CacheView) -> tuple[Plan, tuple[int, ...]]:

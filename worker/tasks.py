@@ -6,6 +6,7 @@ import logging
 from functools import cache
 from typing import Any
 
+import redis
 from celery import Task
 from celery.signals import worker_init, worker_process_init
 
@@ -14,11 +15,11 @@ from models.tables import JobStatus
 from worker.celery_app import app
 from worker.errors import JobFailed
 from worker.lease import reconcile
-from worker.outages import DatabaseUnavailable, is_outage
+from worker.outages import DatabaseUnavailable, first_report_of_outage, is_outage, outage_over
 from worker.routing import JITTER, backoff_delay
 from worker.runner import Services, run_step
 from worker.sentry import init_sentry
-from worker.services import make_services
+from worker.services import make_services, shared_redis
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,11 @@ def enqueue_with_celery(job_id: int, step: int | None = None, delay: float | Non
 @cache
 def _services() -> Services:
     return make_services(enqueue_with_celery)
+
+
+@cache
+def _shared_redis() -> redis.Redis | None:
+    return shared_redis(get_settings())
 
 
 @worker_init.connect  # type: ignore[untyped-decorator]  # the worker's own process (solo and thread pools)
@@ -51,9 +57,12 @@ def run_step_task(self: Task, job_id: int, step: int | None = None) -> dict[str,
     except DatabaseUnavailable as outage:
         tries = self.request.retries + 1
         if tries > get_settings().max_transient_retries:
-            # One task failure, one Sentry event; the job keeps its deadline and the reconciler resumes it once
-            # the database is back.
-            raise
+            # One Sentry event per outage (the first delivery to give up), not per delivery; the job keeps its
+            # deadline and the reconciler resumes it once the database is back.
+            if first_report_of_outage(_shared_redis()):
+                raise
+            logger.warning("job %s: step %s given up while the database is unavailable (reported once)", job_id, step)
+            return {"job_id": job_id, "step": step, "status": "database unavailable"}
         raise self.retry(exc=outage, countdown=backoff_delay(tries, None, JITTER)) from None
     if outcome.action == "finished" and outcome.status == JobStatus.FAILED:
         raise JobFailed(outcome.job_id, outcome.step, outcome.stage)
@@ -74,6 +83,7 @@ def reconcile_now() -> int:
         queued = reconcile(
             services.database, lease_seconds=services.settings.lease_seconds, enqueue=enqueue_with_celery
         )
+        outage_over(_shared_redis())
     except Exception as error:
         if not is_outage(error):
             raise
