@@ -127,3 +127,16 @@ def test_a_step_without_capacity_is_not_started_and_is_queued_for_its_turn(
     finally:
         for key in client.scan_iter("plimsoll:ratelimit:{anthropic/*"):
             client.delete(key)
+
+
+def test_the_fleets_share_of_a_shared_key_is_learned_from_refusals(client: redis.Redis, provider: str) -> None:
+    limiter = Limiter(client, {f"{provider}/claude-sonnet": {"input_tokens": 60_000}})
+    assert limiter.reserve(ticket(provider, 1), input_tokens=60_000, output_tokens=0) == 0.0
+    limiter.settle(ticket(provider, 1), sent=False, usage=None, stated={}, refused=True)  # a 429: another client
+    assert limiter.reserve(ticket(provider, 2), input_tokens=60_000, output_tokens=0) == 0.0  # it took nothing
+    wait = limiter.reserve(ticket(provider, 3), input_tokens=6_000, output_tokens=0)
+    assert wait == pytest.approx(6_000 / (1_000 * 0.85), abs=0.3)  # our share of the refill is down 15 %
+    for step in range(4, 40):  # answers bring it back up, a little each
+        limiter.settle(ticket(provider, step), sent=True, usage=Usage(input_tokens=0, output_tokens=0), stated={})
+    share = client.hget(f"plimsoll:ratelimit:{{{provider}/claude-sonnet}}:limits", "share")
+    assert share is not None and float(share) == pytest.approx(0.85 + 36 * 0.003)

@@ -13,8 +13,9 @@ Redis's clock (``TIME``), so workers on machines with skewed clocks agree.
 - The reservation is the request's planned uncached input (the cached prefix is left out where the provider does
   not count cache reads) and its ``max_tokens``; after the reply the real usage corrects it (``settle``).
 - Limits are learned from the answers' ``*-ratelimit-*`` headers and can be set per provider and model class
-  (``PLIMSOLL_RATE_LIMITS``); what the answers say is ``remaining`` lowers the bucket, so another client of the
-  same key is accounted for. Without any known limit, a step is admitted at once, as without admission.
+  (``PLIMSOLL_RATE_LIMITS``); what the answers say is ``remaining`` lowers the bucket, and the share of the limit
+  the fleet takes is learned (up a little with every answer, down by 15 % with every 429, never under half), so
+  another client of the same key is accounted for. Without any known limit, a step is admitted at once.
 - A reservation is kept under the step's ticket (job and step) until settled, so a step that comes back after its
   wait, or is delivered twice, does not reserve twice.
 """
@@ -51,7 +52,7 @@ for i = 1, 3 do
   if limit <= 0 then limit = tonumber(redis.call('HGET', KEYS[1], names[i]) or '0') end
   if limit > 0 then
     local cost = tonumber(ARGV[i])
-    local rate = limit / 60
+    local rate = limit / 60 * tonumber(redis.call('HGET', KEYS[1], 'share') or '1')
     local state = redis.call('HMGET', KEYS[1 + i], 'level', 'at', 'held')
     local level = tonumber(state[1]) or limit
     local at = tonumber(state[2]) or now
@@ -72,11 +73,20 @@ return tostring(latest - now)
 """
 
 # KEYS: as above. ARGV: used per kind (3), configured limit per kind (3), stated limit per kind (3, 0: not
-# stated), stated remaining per kind (3, -1: not stated), bucket idle seconds.
+# stated), stated remaining per kind (3, -1: not stated), bucket idle seconds, 1 if the provider refused it.
+# The share of the limit we take (another client of the key takes the rest) is learned additively up on every
+# answer and multiplicatively down on every refusal (AIMD), as TCP learns its share of a link.
 _SETTLE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local names = {'requests', 'input_tokens', 'output_tokens'}
+local share = tonumber(redis.call('HGET', KEYS[1], 'share') or '1')
+if ARGV[14] == '1' then
+  share = math.max(0.5, share * 0.85)  -- refused: down 15 %, never under half
+elseif tonumber(ARGV[1]) > 0 then
+  share = math.min(1, share + 0.003)  -- answered: up a little
+end
+redis.call('HSET', KEYS[1], 'share', share)
 for i = 1, 3 do
   local stated = tonumber(ARGV[6 + i])
   if stated > 0 then
@@ -86,7 +96,7 @@ for i = 1, 3 do
   local limit = tonumber(ARGV[3 + i])
   if limit <= 0 then limit = tonumber(redis.call('HGET', KEYS[1], names[i]) or '0') end
   if limit > 0 then
-    local rate = limit / 60
+    local rate = limit / 60 * share
     local state = redis.call('HMGET', KEYS[1 + i], 'level', 'at', 'held')
     local level = tonumber(state[1]) or limit
     local at = tonumber(state[2]) or now
@@ -101,6 +111,7 @@ for i = 1, 3 do
   end
 end
 redis.call('DEL', KEYS[5])
+redis.call('EXPIRE', KEYS[1], ARGV[13])
 return 'ok'
 """
 
@@ -142,7 +153,15 @@ class Limiter:
         )
         return max(0.0, float(wait))
 
-    def settle(self, ticket: Ticket, *, sent: bool, usage: Usage | None, stated: Mapping[str, Budget]) -> None:
+    def settle(
+        self,
+        ticket: Ticket,
+        *,
+        sent: bool,
+        usage: Usage | None,
+        stated: Mapping[str, Budget],
+        refused: bool = False,
+    ) -> None:
         """Correct the reservation by what the request really counted (nothing when it was refused or not
         answered), and take in what the answer said of the limits."""
         used = [0, 0, 0]
@@ -153,7 +172,7 @@ class Limiter:
             used = [1 if sent else 0, counted_input, usage.output_tokens]
         stated_limits = [stated[kind].limit if kind in stated else 0 for kind in KINDS]
         stated_remaining = [stated[kind].remaining if kind in stated else -1 for kind in KINDS]
-        args = [*used, *self._limits(ticket), *stated_limits, *stated_remaining, BUCKET_IDLE_SECONDS]
+        args = [*used, *self._limits(ticket), *stated_limits, *stated_remaining, BUCKET_IDLE_SECONDS, int(refused)]
         self._settle(keys=ticket.keys(), args=args)
 
     def _limits(self, ticket: Ticket) -> list[int]:

@@ -183,7 +183,9 @@ def _send(prepared: _Prepared, job_id: int, owner: str, services: Services) -> R
                 breakpoints=prepared.breakpoints,
             )
     except ProviderError as error:
-        _settle(prepared, job_id, services, None, error.limits if isinstance(error, RateLimited) else {})
+        limited = isinstance(error, RateLimited)
+        stated = error.limits if isinstance(error, RateLimited) else {}
+        _settle(prepared, job_id, services, None, stated, refused=limited)
         return error
     _settle(prepared, job_id, services, reply.usage, reply.limits)
     return reply
@@ -221,13 +223,20 @@ def _wait_for_capacity(prepared: _Prepared, job_id: int, owner: str, services: S
 
 
 def _settle(
-    prepared: _Prepared, job_id: int, services: Services, usage: Usage | None, stated: Mapping[str, Budget]
+    prepared: _Prepared,
+    job_id: int,
+    services: Services,
+    usage: Usage | None,
+    stated: Mapping[str, Budget],
+    *,
+    refused: bool = False,
 ) -> None:
     """Correct the step's reservation by what its request really counted."""
     if services.limiter is None:
         return
     try:
-        services.limiter.settle(_ticket(prepared, job_id), sent=usage is not None, usage=usage, stated=stated)
+        ticket = _ticket(prepared, job_id)
+        services.limiter.settle(ticket, sent=usage is not None, usage=usage, stated=stated, refused=refused)
     except RedisError as error:
         logger.warning("job %s: admission not corrected (%s)", job_id, type(error).__name__)
 
