@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 import uuid
@@ -28,6 +27,7 @@ from typing import Any
 import redis
 from sqlalchemy import select
 
+from bench.chaos import _code_version
 from bench.chaos_services import Processes
 from bench.report import table
 from bench.stack import REDIS_URL, fresh_database
@@ -301,7 +301,7 @@ def render(workload: Workload, results: list[Result]) -> str:
     lines = [
         "# A fleet under a provider limit",
         "",
-        f"`python -m bench.fleet{' --scaled' if workload == SCALED else ''}` at commit {code_version()}: "
+        f"`python -m bench.fleet{' --scaled' if workload == SCALED else ''}` at commit {_code_version(ROOT)}: "
         f"{workload.workers} workers × {workload.processes} processes, tenant A {workload.jobs} jobs of "
         f"{workload.documents} documents of {workload.chars:,} characters, tenant B one job of "
         f"{workload.small_documents}; emulator limit {workload.input_tokens_per_minute:,} input tokens/min "
@@ -354,15 +354,6 @@ def render(workload: Workload, results: list[Result]) -> str:
         if r.failures:
             lines += ["", f"Failures ({r.mode.name}): " + "; ".join(r.failures)]
     return "\n".join(lines) + "\n"
-
-
-def code_version() -> str:
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False)
-        return done.stdout.strip()
-
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    return commit + (" + uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 if __name__ == "__main__":
