@@ -51,6 +51,7 @@ from plimsoll.notices import new_chat_notice, stopped_notice
 from worker.admission import Limiter, Ticket, planned_input
 from worker.errors import ProviderError, RateLimited, TooLong
 from worker.lease import Heartbeat, deadline, give_back, held_by_another, release
+from worker.metrics import ADMISSION_WAITS, RATE_LIMITED, count_usage
 from worker.model_limits import learn_limits, within_learned_limits
 from worker.outages import DatabaseUnavailable, in_transaction, surviving_outages
 from worker.prompts import system_prompt
@@ -185,9 +186,12 @@ def _send(prepared: _Prepared, job_id: int, owner: str, services: Services) -> R
     except ProviderError as error:
         limited = isinstance(error, RateLimited)
         stated = error.limits if isinstance(error, RateLimited) else {}
+        if limited:
+            RATE_LIMITED.inc()
         _settle(prepared, job_id, services, None, stated, refused=limited)
         return error
     _settle(prepared, job_id, services, reply.usage, reply.limits)
+    count_usage(reply.usage)
     return reply
 
 
@@ -209,6 +213,7 @@ def _wait_for_capacity(prepared: _Prepared, job_id: int, owner: str, services: S
         return None
     if wait <= 0:
         return None
+    ADMISSION_WAITS.observe(wait)
     in_transaction(
         services.database,
         partial(give_back, job_id=job_id, owner=owner, seconds=wait + services.settings.lease_seconds),

@@ -15,6 +15,7 @@ from models.tables import JobStatus
 from worker.celery_app import app
 from worker.errors import JobFailed
 from worker.lease import reconcile
+from worker.metrics import REQUEUED, STEPS
 from worker.outages import DatabaseUnavailable, first_report_of_outage, is_outage, outage_over
 from worker.routing import JITTER, backoff_delay
 from worker.runner import Services, run_step
@@ -64,6 +65,7 @@ def run_step_task(self: Task, job_id: int, step: int | None = None) -> dict[str,
             logger.warning("job %s: step %s given up while the database is unavailable (reported once)", job_id, step)
             return {"job_id": job_id, "step": step, "status": "database unavailable"}
         raise self.retry(exc=outage, countdown=backoff_delay(tries, None, JITTER)) from None
+    STEPS.labels(outcome.action).inc()
     if outcome.action == "finished" and outcome.status == JobStatus.FAILED:
         raise JobFailed(outcome.job_id, outcome.step, outcome.stage)
     return outcome.summary()
@@ -84,6 +86,7 @@ def reconcile_now() -> int:
             services.database, lease_seconds=services.settings.lease_seconds, enqueue=enqueue_with_celery
         )
         outage_over(_shared_redis())
+        REQUEUED.inc(len(queued))
     except Exception as error:
         if not is_outage(error):
             raise
