@@ -133,6 +133,7 @@ def test_the_fleets_share_of_a_shared_key_is_learned_from_refusals(client: redis
     limiter = Limiter(client, {f"{provider}/claude-sonnet": {"input_tokens": 60_000}})
     assert limiter.reserve(ticket(provider, 1), input_tokens=60_000, output_tokens=0) == 0.0
     limiter.settle(ticket(provider, 1), sent=False, usage=None, stated={}, refused=True)  # a 429: another client
+    limiter.settle(ticket(provider, 99), sent=False, usage=None, stated={}, refused=True)  # sent with it: no 2nd cut
     assert limiter.reserve(ticket(provider, 2), input_tokens=60_000, output_tokens=0) == 0.0  # it took nothing
     wait = limiter.reserve(ticket(provider, 3), input_tokens=6_000, output_tokens=0)
     assert wait == pytest.approx(6_000 / (1_000 * 0.85), abs=0.3)  # our share of the refill is down 15 %

@@ -14,7 +14,8 @@ Redis's clock (``TIME``), so workers on machines with skewed clocks agree.
   not count cache reads) and its ``max_tokens``; after the reply the real usage corrects it (``settle``).
 - Limits are learned from the answers' ``*-ratelimit-*`` headers and can be set per provider and model class
   (``PLIMSOLL_RATE_LIMITS``); what the answers say is ``remaining`` lowers the bucket, and the share of the limit
-  the fleet takes is learned (up a little with every answer, down by 15 % with every 429, never under half), so
+  the fleet takes is learned (up a little with every answer, down by 15 % on a 429, at most once in 10 s, never
+  under half), so
   another client of the same key is accounted for. Without any known limit, a step is admitted at once.
 - A reservation is kept under the step's ticket (job and step) until settled, so a step that comes back after its
   wait, or is delivered twice, does not reserve twice.
@@ -75,14 +76,17 @@ return tostring(latest - now)
 # KEYS: as above. ARGV: used per kind (3), configured limit per kind (3), stated limit per kind (3, 0: not
 # stated), stated remaining per kind (3, -1: not stated), bucket idle seconds, 1 if the provider refused it.
 # The share of the limit we take (another client of the key takes the rest) is learned additively up on every
-# answer and multiplicatively down on every refusal (AIMD), as TCP learns its share of a link.
+# answer and multiplicatively down on refusals (AIMD), as TCP learns its share of a link.
 _SETTLE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local names = {'requests', 'input_tokens', 'output_tokens'}
 local share = tonumber(redis.call('HGET', KEYS[1], 'share') or '1')
-if ARGV[14] == '1' then
-  share = math.max(0.5, share * 0.85)  -- refused: down 15 %, never under half
+local cut_at = tonumber(redis.call('HGET', KEYS[1], 'cut_at') or '0')
+if ARGV[14] == '1' and now - cut_at >= 10 then
+  -- refused: down 15 %, never under half, at most once in 10 s (refusals of requests sent together are one signal)
+  share = math.max(0.5, share * 0.85)
+  redis.call('HSET', KEYS[1], 'cut_at', now)
 elseif tonumber(ARGV[1]) > 0 then
   share = math.min(1, share + 0.003)  -- answered: up a little
 end

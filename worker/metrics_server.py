@@ -27,6 +27,7 @@ from models.db import Database, get_database
 from models.settings import Settings, get_settings
 from models.tables import Job
 from worker.metrics import ADMISSION_WAITS, RATE_LIMITED, REQUEUED, STEPS, TOKENS
+from worker.rate_limits import KINDS
 from worker.services import shared_redis
 
 
@@ -59,7 +60,7 @@ class FleetCollector(Collector):
                 name = _text(field)
                 if name == "share":
                     share.add_metric([group], float(value))
-                else:
+                elif name in KINDS:
                     limits.add_metric([group, name], float(value))
         client.close()
         yield limits
