@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import uvicorn
 
 from emulator.app import create_app
-from emulator.config import FAULT_KINDS, ConfigError, EmulatorConfig, FaultConfig
+from emulator.config import FAULT_KINDS, ConfigError, EmulatorConfig, FaultConfig, RateLimitConfig
 from vocab import TokenizerError
 
 
@@ -23,6 +23,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             retry_after_seconds=args.retry_after,
             seed=args.seed,
         )
+        rate_limits = RateLimitConfig(
+            requests_per_minute=args.requests_per_minute,
+            input_tokens_per_minute=args.input_tokens_per_minute,
+            output_tokens_per_minute=args.output_tokens_per_minute,
+            count_cache_reads=args.count_cache_reads,
+            second_client_share=args.second_client_share,
+        )
         config = EmulatorConfig(
             limit=args.limit,
             tokenizer=args.tokenizer,
@@ -31,6 +38,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             min_cacheable_tokens=args.min_cacheable_tokens,
             cache_ttl_seconds=args.cache_ttl,
             faults=faults,
+            rate_limits=rate_limits,
             latency_seconds=args.latency,
             anxious=args.anxious,
             delegate_group=args.delegate_group,
@@ -76,6 +84,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--fault-script", default="", help="comma-separated faults for the next requests")
     parser.add_argument("--retry-after", type=float, default=1.0, help="retry-after seconds sent with a 429")
     parser.add_argument("--seed", type=int, default=0, help="seed for --fault-rate draws")
+    limits = parser.add_argument_group("rate limits, per API key and model class (0: no limit)")
+    limits.add_argument("--requests-per-minute", type=int, default=0)
+    limits.add_argument("--input-tokens-per-minute", type=int, default=0, help="uncached input tokens")
+    limits.add_argument("--output-tokens-per-minute", type=int, default=0)
+    limits.add_argument("--count-cache-reads", action="store_true", help="cache reads count as input tokens")
+    limits.add_argument(
+        "--second-client-share", type=float, default=0.0, help="share of every limit another client takes"
+    )
     parser.add_argument("--anxious", action="store_true", help="the agent stops early to save space")
     parser.add_argument("--delegate-group", type=int, default=defaults.delegate_group)
     parser.add_argument(

@@ -6,11 +6,12 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 # What a fault can be: an HTTP 429 with retry-after, Anthropic's 529 overloaded_error (503 on the OpenAI
-# route), a 500 api_error, or a connection dropped in the middle of the response.
-FAULT_KINDS = ("429", "529", "500", "drop")
+# route), a 500 api_error, a connection dropped in the middle of the response, or a hang (nothing is sent for
+# ``hang_seconds``, then the connection is dropped).
+FAULT_KINDS = ("429", "529", "500", "drop", "hang")
 # A scripted fault list may also say "none": that request is served normally.
 NO_FAULT = "none"
 
@@ -33,6 +34,7 @@ class FaultConfig:
     script: tuple[str, ...] = ()
     retry_after_seconds: float = 1.0
     seed: int = 0
+    hang_seconds: float = 3600.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.rate <= 1.0:
@@ -43,6 +45,28 @@ class FaultConfig:
             raise ConfigError(f"faults.script entries must be one of {[*FAULT_KINDS, NO_FAULT]}")
         if not (math.isfinite(self.retry_after_seconds) and self.retry_after_seconds >= 0):
             raise ConfigError("faults.retry_after_seconds must be a number >= 0")
+        if not (math.isfinite(self.hang_seconds) and self.hang_seconds >= 0):
+            raise ConfigError("faults.hang_seconds must be a number >= 0")
+
+
+@dataclass(frozen=True)
+class RateLimitConfig:
+    """Per API key and model class, what may be sent per minute (0: no limit); see emulator/rate_limits.py."""
+
+    requests_per_minute: int = 0
+    input_tokens_per_minute: int = 0
+    output_tokens_per_minute: int = 0
+    count_cache_reads: bool = False
+    """Whether cache reads count as input tokens (Anthropic's current models: no; other providers: yes)."""
+    second_client_share: float = 0.0
+    """The share of every limit another client of the same key takes in the background."""
+
+    def __post_init__(self) -> None:
+        for name in ("requests_per_minute", "input_tokens_per_minute", "output_tokens_per_minute"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"rate_limits.{name} must be >= 0 (0: no limit)")
+        if not (math.isfinite(self.second_client_share) and 0.0 <= self.second_client_share < 1.0):
+            raise ConfigError("rate_limits.second_client_share must be a number from 0 up to (not including) 1")
 
 
 @dataclass(frozen=True)
@@ -60,6 +84,7 @@ class EmulatorConfig:
     cache_ttl_seconds: float = 300.0
     cache_lookback_blocks: int = 20
     faults: FaultConfig = field(default_factory=FaultConfig)
+    rate_limits: RateLimitConfig = field(default_factory=RateLimitConfig)
     latency_seconds: float = 0.0
     anxious: bool = False
     delegate_group: int = 10
@@ -87,15 +112,15 @@ class EmulatorConfig:
             raise ConfigError("delegate_group must be at least 1")
 
     def updated(self, changes: Mapping[str, Any]) -> EmulatorConfig:
-        """A copy with ``changes`` applied, as sent to ``POST /v1/emulator/config``. ``faults`` may be
-        given partially: the fields it leaves out keep their values."""
+        """A copy with ``changes`` applied, as sent to ``POST /v1/emulator/config``. ``faults`` and
+        ``rate_limits`` may be given partially: the fields they leave out keep their values."""
         known = {f.name: f for f in dataclasses.fields(self)}
         values: dict[str, Any] = {}
         for name, value in changes.items():
             if name not in known:
                 raise ConfigError(f"unknown setting {name!r}; known: {sorted(known)}")
-            if name == "faults":
-                values[name] = _updated_faults(self.faults, value)
+            if name in _NESTED:
+                values[name] = _updated_nested(name, getattr(self, name), value)
             else:
                 values[name] = _checked(name, value, known[name].type)
         return dataclasses.replace(self, **values)
@@ -104,15 +129,19 @@ class EmulatorConfig:
         return dataclasses.asdict(self)
 
 
-def _updated_faults(current: FaultConfig, value: object) -> FaultConfig:
+_NESTED = ("faults", "rate_limits")
+Nested = TypeVar("Nested", FaultConfig, RateLimitConfig)
+
+
+def _updated_nested(group: str, current: Nested, value: object) -> Nested:
     if not isinstance(value, Mapping):
-        raise ConfigError("faults must be an object")
+        raise ConfigError(f"{group} must be an object")
     known = {f.name: f for f in dataclasses.fields(current)}
     values: dict[str, Any] = {}
     for name, item in value.items():
         if name not in known:
-            raise ConfigError(f"unknown fault setting {name!r}; known: {sorted(known)}")
-        values[name] = _checked(f"faults.{name}", item, known[name].type)
+            raise ConfigError(f"unknown {group} setting {name!r}; known: {sorted(known)}")
+        values[name] = _checked(f"{group}.{name}", item, known[name].type)
     return dataclasses.replace(current, **values)
 
 

@@ -97,13 +97,28 @@ class AnthropicPromptCache:
             start = ends[write.position]
         return AnthropicCacheUsage(read=read, written_5m=written_5m, written_1h=written_1h)
 
+    def readable(self, *, model: str, units: Sequence[Unit], now: float, lookback: int) -> int:
+        """The tokens the request would read from the cache, changing nothing (for rate limits, which count
+        the request before it is served)."""
+        breakpoints = [index for index, unit in enumerate(units) if unit.cache_control is not None]
+        live = {key for key, entry in self._entries.items() if entry.expires_at > now}
+        keys = _chained_keys(model, units)
+        hit = self._longest_hit(keys, breakpoints, lookback, now, among=live) if breakpoints else None
+        return _prefix_token_ends(units)[hit] if hit is not None else 0
+
     def _longest_hit(
-        self, keys: list[tuple[str, bytes]], breakpoints: list[int], lookback: int, now: float
+        self,
+        keys: list[tuple[str, bytes]],
+        breakpoints: list[int],
+        lookback: int,
+        now: float,
+        among: set[tuple[str, bytes]] | None = None,
     ) -> int | None:
+        entries = self._entries if among is None else among
         best: int | None = None
         for position in breakpoints:
             for candidate in range(position, max(-1, position - lookback), -1):
-                if keys[candidate] in self._entries:
+                if keys[candidate] in entries:
                     if best is None or candidate > best:
                         best = candidate
                     break

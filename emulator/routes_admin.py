@@ -3,7 +3,7 @@
 - ``GET /v1/emulator/stats``: requests, rejections by kind, token totals, and a log of every request.
 - ``GET /v1/emulator/config``: the settings in force.
 - ``POST /v1/emulator/config``: change settings, e.g. ``{"limit": 5000, "anxious": true,
-  "faults": {"script": ["429", "429"]}}``.
+  "faults": {"script": ["429", "429"]}, "rate_limits": {"input_tokens_per_minute": 1800000}}``.
 - ``POST /v1/emulator/reset``: forget stats, cache and clock offset, and go back to the starting settings
   (``{"keep_config": true}`` keeps the current ones).
 - ``POST /v1/emulator/clock``: ``{"advance_seconds": 301}`` moves the cache clock, to test expiry.

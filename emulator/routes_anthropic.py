@@ -19,7 +19,9 @@ from emulator.reply import Reply, written_reply
 from emulator.serving import (
     DroppedConnectionResponse,
     InvalidBody,
+    api_key_of,
     bearer_token,
+    hang,
     is_anxious,
     pause,
     read_json,
@@ -59,6 +61,26 @@ async def create_message(request: Request) -> Response:
         rejection = stats.TOO_LONG_WITH_MAX_TOKENS
         return _rejected(state, route, 400, "invalid_request_error", message, req_id, rejection, total)
 
+    key, model = api_key_of(request), conversation.model
+    limiter, at = state.rate_limiter, state.now()
+    admission = None
+    if limiter.active:
+        read = state.anthropic_cache.readable(
+            model=model, units=counted.units, now=at, lookback=state.config.cache_lookback_blocks
+        )
+        admission = limiter.admit(
+            key=key, model=model, input_tokens=total, cache_read=read, max_tokens=conversation.max_tokens, now=at
+        )
+        if not admission.admitted:
+            headers = {
+                "request-id": req_id,
+                **limiter.headers(key=key, model=model, now=at, retry_after=admission.retry_after),
+            }
+            state.stats.record(
+                stats.RequestRecord(route=route, status=429, input_tokens=total, rejection=stats.RATE_LIMITED, at=at)
+            )
+            body = anthropic_wire.error_body("rate_limit_error", limiter.refusal_message(admission), req_id)
+            return JSONResponse(body, status_code=429, headers=headers)
     cached = state.anthropic_cache.apply(
         model=conversation.model,
         units=counted.units,
@@ -91,9 +113,13 @@ async def create_message(request: Request) -> Response:
             cache_write=cached.written,
             output_tokens=reply.output_tokens,
             stop_reason=reply.stop_reason,
+            at=at,
         )
     )
     headers = {"request-id": req_id}
+    if admission is not None:
+        limiter.settle(admission, key=key, model=model, output_tokens=reply.output_tokens, now=at)
+        headers.update(limiter.headers(key=key, model=model, now=at))
     if isinstance(body, dict) and body.get("stream") is True:
         return StreamingResponse(_events(message_body), media_type="text/event-stream", headers=headers)
     return JSONResponse(message_body, headers=headers)
@@ -134,15 +160,18 @@ async def _admitted(
         except ValueError as exc:
             return None, _invalid(state, route, str(exc), req_id)
         if fault is not None:
-            return None, _fault_response(state, route, fault, req_id)
+            return None, await _fault_response(state, route, fault, req_id)
     try:
         return await read_json(request), None
     except InvalidBody as exc:
         return None, _invalid(state, route, f"There was an issue with the request body: invalid JSON ({exc})", req_id)
 
 
-def _fault_response(state: EmulatorState, route: str, fault: str, req_id: str) -> Response:
+async def _fault_response(state: EmulatorState, route: str, fault: str, req_id: str) -> Response:
     rejection = stats.FAULT_REJECTIONS[fault]
+    if fault == "hang":
+        state.stats.record(stats.RequestRecord(route=route, status=0, fault=fault, rejection=rejection))
+        return await hang(state)
     if fault == "drop":
         state.stats.record(stats.RequestRecord(route=route, status=0, fault=fault, rejection=rejection))
         return DroppedConnectionResponse()

@@ -18,7 +18,9 @@ from emulator.reply import written_reply
 from emulator.serving import (
     DroppedConnectionResponse,
     InvalidBody,
+    api_key_of,
     bearer_token,
+    hang,
     is_anxious,
     pause,
     read_json,
@@ -55,7 +57,7 @@ async def create_chat_completion(request: Request) -> Response:
     except ValueError as exc:
         return _invalid(state, RequestError(str(exc)), headers)
     if fault is not None:
-        return _fault_response(state, fault, headers)
+        return await _fault_response(state, fault, headers)
     try:
         raw = await read_json(request)
         conversation = openai_wire.parse_request(raw)
@@ -76,6 +78,17 @@ async def create_chat_completion(request: Request) -> Response:
         rejection = stats.TOO_LONG if total > limit else stats.TOO_LONG_WITH_MAX_TOKENS
         return _rejected(state, 400, body, rejection, headers, input_tokens=total)
 
+    key, model = api_key_of(request), conversation.model
+    limiter, at = state.rate_limiter, state.now()
+    admission = None
+    if limiter.active:  # OpenAI counts every prompt token, cached or not, and max_tokens as output
+        admission = limiter.admit(
+            key=key, model=model, input_tokens=total, cache_read=0, max_tokens=max_tokens or 0, now=at
+        )
+        if not admission.admitted:
+            limited = {**headers, **limiter.headers(key=key, model=model, now=at, retry_after=admission.retry_after)}
+            body = openai_wire.error_body(limiter.refusal_message(admission), kind="tokens", code="rate_limit_exceeded")
+            return _rejected(state, 429, body, stats.RATE_LIMITED, limited, input_tokens=total)
     cached = state.openai_cache.apply(
         model=conversation.model,
         units=counted.units,
@@ -118,13 +131,20 @@ async def create_chat_completion(request: Request) -> Response:
             cache_read=cached,
             output_tokens=reply.output_tokens,
             stop_reason=reply.stop_reason,
+            at=at,
         )
     )
+    if admission is not None:
+        limiter.settle(admission, key=key, model=model, output_tokens=reply.output_tokens, now=at)
+        headers.update(limiter.headers(key=key, model=model, now=at))
     return JSONResponse(completion, headers=headers)
 
 
-def _fault_response(state: EmulatorState, fault: str, headers: dict[str, str]) -> Response:
+async def _fault_response(state: EmulatorState, fault: str, headers: dict[str, str]) -> Response:
     route, rejection = stats.CHAT_COMPLETIONS_ROUTE, stats.FAULT_REJECTIONS[fault]
+    if fault == "hang":
+        state.stats.record(stats.RequestRecord(route=route, status=0, fault=fault, rejection=rejection))
+        return await hang(state)
     if fault == "drop":
         state.stats.record(stats.RequestRecord(route=route, status=0, fault=fault, rejection=rejection))
         return DroppedConnectionResponse()

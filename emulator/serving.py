@@ -73,6 +73,13 @@ async def pause(request: Request, state: EmulatorState) -> None:
         await asyncio.sleep(delay)
 
 
+async def hang(state: EmulatorState) -> Response:
+    """A request the server takes and never answers: nothing is sent for the fault's ``hang_seconds``, then the
+    connection is dropped (a client with a read timeout has given up long before)."""
+    await asyncio.sleep(state.config.faults.hang_seconds)
+    return DroppedConnectionResponse()
+
+
 def is_anxious(request: Request, state: EmulatorState) -> bool:
     header = request.headers.get(ANXIOUS_HEADER)
     if header is not None:
@@ -84,6 +91,11 @@ def bearer_token(request: Request) -> str | None:
     authorization = request.headers.get("authorization", "")
     scheme, _, token = authorization.partition(" ")
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def api_key_of(request: Request) -> str:
+    """The key a model request was sent with (rate limits are per key)."""
+    return request.headers.get("x-api-key") or bearer_token(request) or "anonymous"
 
 
 def retry_after_value(seconds: float) -> str:

@@ -14,14 +14,17 @@ CHAT_COMPLETIONS_ROUTE = "chat_completions"
 # Rejection kinds, as counted in ``rejections`` and written in each log record.
 TOO_LONG = "too_long"
 TOO_LONG_WITH_MAX_TOKENS = "too_long_with_max_tokens"
-RATE_LIMIT = "rate_limit"
+RATE_LIMIT = "rate_limit"  # an injected 429
+RATE_LIMITED = "rate_limited"  # a 429 of the rate limits (emulator/rate_limits.py)
 OVERLOADED = "overloaded"
 API_ERROR = "api_error"
 DROPPED = "dropped"
 AUTHENTICATION = "authentication"
 INVALID_REQUEST = "invalid_request"
 
-FAULT_REJECTIONS = {"429": RATE_LIMIT, "529": OVERLOADED, "500": API_ERROR, "drop": DROPPED}
+HUNG = "hung"
+
+FAULT_REJECTIONS = {"429": RATE_LIMIT, "529": OVERLOADED, "500": API_ERROR, "drop": DROPPED, "hang": HUNG}
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,8 @@ class RequestRecord:
     stop_reason: str | None = None
     fault: str | None = None
     rejection: str | None = None
+    at: float = 0.0
+    """When the request was answered, on the emulator's clock (model routes only)."""
 
 
 @dataclass

@@ -30,7 +30,12 @@ class Settings(BaseSettings):
     anthropic_base_url: str | None = None  # None: the SDK's default, api.anthropic.com
     openai_api_key: SecretStr = SecretStr("emulator")
     openai_base_url: str | None = None
-    request_timeout_seconds: float = 600.0
+    # No model call hangs for long: a call that sends nothing for request_timeout_seconds (its read-idle time;
+    # replies are streamed, so a long generation is not taken for a hang) or runs past its deadline (the idle
+    # time plus its output allowance at min_output_tokens_per_second) is a transient fault, and retried.
+    request_timeout_seconds: float = Field(default=120.0, gt=0.0)
+    connect_timeout_seconds: float = Field(default=10.0, gt=0.0)
+    min_output_tokens_per_second: float = Field(default=20.0, gt=0.0)
 
     default_model: str = "plimsoll-emulator"
     models: dict[str, dict[str, Any]] = Field(
@@ -59,6 +64,15 @@ class Settings(BaseSettings):
     # prefix again anyway, the cheapest moment to clear deeply.
     cache_ttl_seconds: float = Field(default=300.0, gt=0.0)
     max_transient_retries: int = 6  # per step, for provider faults; also per delivery for database outages
+    # A step refused by the provider's rate limit (429) waits its turn, without using up its retries; its job
+    # fails for rate limiting only once the step has waited this long in all.
+    rate_limit_max_wait_seconds: float = Field(default=4 * 3600.0, gt=0.0)
+    # Admission (worker/admission.py): every step reserves its request's share of the provider's rate limits
+    # from a limiter in Redis shared by all workers. Limits are learned from the answers' headers; these set them
+    # per provider and model class, e.g. {"anthropic/claude-sonnet": {"input_tokens": 1800000}}.
+    admission: bool = True
+    limiter_url: str | None = None  # the limiter's Redis (None: the broker's, when it is Redis)
+    rate_limits: dict[str, dict[str, int]] = Field(default_factory=dict)
     default_locale: str = "en"
 
 

@@ -103,6 +103,8 @@ class Job(Base):
     cache_write_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     retries: Mapped[int] = mapped_column(Integer, default=0)  # transient failures retried, over the whole job
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # failed tries of the current step
+    # When the provider's rate limit first refused the current step (None: it has not): how long it has waited
+    rate_limited_since: Mapped[datetime | None] = mapped_column(default=None)
     # Who runs the current step until when (a token per delivery), or, with no owner, when the reconciler takes
     # the job back if no delivery has claimed it by then. Every unfinished job has a deadline.
     lease_owner: Mapped[str | None] = mapped_column(String(64), default=None)

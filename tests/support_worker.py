@@ -4,6 +4,7 @@ and waited for."""
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 import uuid
 from typing import Any
@@ -17,7 +18,7 @@ from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus
 from models.tenants import create_tenant
 from tests.support import wait_until
-from worker.providers.base import Provider
+from worker.providers.base import Provider, Reply
 from worker.queue import enqueue_step
 from worker.runner import Outcome, Services, run_step
 
@@ -88,3 +89,27 @@ def run_to_end(job_id: int, steps: Services, *, until: tuple[str, ...] = ("finis
         if outcomes[-1].action in until:
             return outcomes
     raise AssertionError("the job did not finish")
+
+
+class Held:
+    """The real provider, but every request waits at a gate the test opens: a step caught while it waits for
+    the model. ``sending`` is set once a request waits there."""
+
+    def __init__(self, provider: Provider) -> None:
+        self.provider = provider
+        self.gate = threading.Event()
+        self.sending = threading.Event()
+        self.calls = 0
+
+    def send(self, **request: Any) -> Reply:
+        self.calls += 1
+        self.sending.set()
+        assert self.gate.wait(30)
+        return self.provider.send(**request)
+
+
+def in_thread(work: Any) -> tuple[threading.Thread, list[Outcome]]:
+    outcomes: list[Outcome] = []
+    thread = threading.Thread(target=lambda: outcomes.append(work()))
+    thread.start()
+    return thread, outcomes

@@ -26,7 +26,8 @@ def free_port() -> int:
 def test_the_command_line_serves_with_its_settings() -> None:
     port = free_port()
     command = [sys.executable, "-m", "emulator", "--port", str(port), "--limit", "500", "--tokenizer", "o200k",
-               "--fault-script", "429", "--log-level", "warning"]  # fmt: skip
+               "--fault-script", "429", "--input-tokens-per-minute", "90000", "--second-client-share", "0.2",
+               "--log-level", "warning"]  # fmt: skip
     server = subprocess.Popen(command, cwd=REPOSITORY, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         base = f"http://127.0.0.1:{port}"
@@ -37,6 +38,12 @@ def test_the_command_line_serves_with_its_settings() -> None:
 
         config = wait_until(answers, 20, "the emulator answered", ignoring=(httpx.TransportError,))
         assert (config["limit"], config["tokenizer"], config["faults"]["script"]) == (500, "o200k", ["429"])
+        limits = config["rate_limits"]
+        assert (limits["input_tokens_per_minute"], limits["second_client_share"], limits["requests_per_minute"]) == (
+            90000,
+            0.2,
+            0,
+        )
         hello = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
         answer = httpx.post(f"{base}/v1/messages", json=hello, headers={"anthropic-version": "2023-06-01"})
         assert answer.status_code == 429

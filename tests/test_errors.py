@@ -18,6 +18,7 @@ from worker.errors import (
     AuthFailure,
     InvalidRequest,
     ProviderError,
+    RateLimited,
     TooLong,
     Transient,
     classify,
@@ -136,7 +137,7 @@ PAYLOADS = [
         "anthropic 429",
         429,
         anthropic_error("rate_limit_error", "rate limited"),
-        Transient,
+        RateLimited,
         headers={"retry-after": "7"},
         retry_after=7.0,
     ),
@@ -144,7 +145,7 @@ PAYLOADS = [
         "openai 429 with milliseconds",
         429,
         {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}},
-        Transient,
+        RateLimited,
         headers={"Retry-After-Ms": "1500", "retry-after": "2"},
         retry_after=1.5,
     ),
@@ -153,8 +154,13 @@ PAYLOADS = [
     Payload("openai 503", 503, {"error": {"message": "The server is overloaded", "type": "server_error"}}, Transient),
     Payload("anthropic 529", 529, anthropic_error("overloaded_error", "Overloaded"), Transient),
     Payload("anthropic overloaded inside a stream", None, anthropic_error("overloaded_error", "Overloaded"), Transient),
-    Payload("gemini 429", 429, {"error": {"code": 429, "message": "Quota", "status": "RESOURCE_EXHAUSTED"}}, Transient),
-    Payload("bedrock throttling", 429, {"message": "Too many requests"}, Transient),
+    Payload(
+        "gemini 429", 429, {"error": {"code": 429, "message": "Quota", "status": "RESOURCE_EXHAUSTED"}}, RateLimited
+    ),
+    Payload("bedrock throttling", 429, {"message": "Too many requests"}, RateLimited),
+    Payload(
+        "anthropic rate limit inside a stream", None, anthropic_error("rate_limit_error", "slow down"), RateLimited
+    ),
     # --- invalid requests: our bugs ---
     Payload(
         "anthropic unpaired tool_use",

@@ -144,7 +144,7 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
         PLIMSOLL_ADMIN_USER=make_url(POSTGRES_URL).username or "postgres",
         PLIMSOLL_BROKER_URL=REDIS_URL.rsplit("/", 1)[0] + f"/{random.choice(UP_REDIS_DBS)}",
         PLIMSOLL_STEP_QUEUE=queue,
-        PLIMSOLL_RECONCILE_EVERY_SECONDS="1",  # beat's reconciler shows in Flower at once: events flow
+        PLIMSOLL_RECONCILE_EVERY_SECONDS="1",
         API_PORT=str(api_port),
         FLOWER_PORT=str(flower_port),
         EMULATOR_PORT=str(emulator_port),
@@ -175,6 +175,7 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
             STARTUP_SECONDS,
             log,
         )
+        wait_until("beat's reconciler", lambda: "reconciler round done" in log.read_text(), STARTUP_SECONDS, log)
         started = descendants(up.pid)
         said = log.read_text()
         assert f"API       http://127.0.0.1:{api_port}" in said

@@ -12,6 +12,7 @@ from plimsoll.notices import CLEARED_RESULT_NOTE
 from tests.fixtures_emulator import DOCUMENT_TOOLS, play_documents
 from worker.errors import AuthFailure, TooLong, Transient
 from worker.providers import AnthropicProvider, make_provider
+from worker.providers.base import Timeouts
 from worker.providers.cache_breakpoints import EPHEMERAL, with_cache_breakpoints
 
 LONG_SYSTEM = " ".join(f"Rule {n}: read every document to the end before you write about it." for n in range(100))
@@ -200,7 +201,7 @@ def test_rejections_become_typed_errors(emulator_reset: EmulatorServer, anthropi
 
 
 def test_make_provider(emulator_reset: EmulatorServer) -> None:
-    provider = make_provider("anthropic", api_key="k", base_url=emulator_reset.base_url, timeout=5)
+    provider = make_provider("anthropic", api_key="k", base_url=emulator_reset.base_url, timeouts=Timeouts(idle=5))
     reply = provider.send(model="m", system="", messages=[{"role": "user", "content": "Hi"}], tools=[], max_tokens=50)
     assert reply.stop_reason == "end_turn"
     with pytest.raises(ValueError, match="unknown provider 'gemini'"):

@@ -13,6 +13,7 @@ from emulator import EmulatorServer
 from tests.fixtures_emulator import DOCUMENT_TOOLS
 from worker.errors import TooLong, Transient
 from worker.providers import OpenAIProvider, Usage, make_provider
+from worker.providers.base import Timeouts
 from worker.providers.openai_format import (
     ERROR_MARK,
     ESCAPE_MARK,
@@ -85,7 +86,7 @@ def test_rejections_become_typed_errors(emulator_reset: EmulatorServer, openai_p
 
 
 def test_make_provider_and_usage_totals(emulator_reset: EmulatorServer) -> None:
-    provider = make_provider("openai", api_key="k", base_url=emulator_reset.openai_base_url, timeout=5)
+    provider = make_provider("openai", api_key="k", base_url=emulator_reset.openai_base_url, timeouts=Timeouts(idle=5))
     reply = provider.send(
         model="gpt-x", system="", messages=[{"role": "user", "content": "Hi"}], tools=[], max_tokens=50
     )

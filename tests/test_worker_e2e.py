@@ -116,7 +116,7 @@ def test_rate_limits_and_overloads_are_retried_and_the_job_still_succeeds(
     job = wait_for(database, job_id)
 
     assert job.status == JobStatus.SUCCEEDED, job.error
-    assert job.retries == 3
+    assert job.retries == 1  # the 529; a 429 is a wait, not a retry (tests/test_rate_limit_wait.py)
     rejections = emulator_reset.stats()["rejections"]
     assert rejections == {"rate_limit": 2, "overloaded": 1}
 

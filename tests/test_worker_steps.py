@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from sqlalchemy.engine import make_url
@@ -17,36 +15,11 @@ from models.history import all_messages
 from models.jobs import steps_of
 from models.tables import Job, JobStatus, now
 from tests.fixtures_emulator import TEST_API_KEY
-from tests.support_worker import new_job, run_to_end, services
+from tests.support_worker import Held, in_thread, new_job, run_to_end, services
 from tests.tcp_proxy import CuttableProxy
 from worker.lease import reconcile
 from worker.providers import AnthropicProvider
-from worker.providers.base import Provider, Reply
-from worker.runner import Outcome, run_step
-
-
-class Held:
-    """The real provider, but every request waits at a gate the test opens: a step caught while it waits for
-    the model. ``sending`` is set once a request waits there."""
-
-    def __init__(self, provider: Provider) -> None:
-        self.provider = provider
-        self.gate = threading.Event()
-        self.sending = threading.Event()
-        self.calls = 0
-
-    def send(self, **request: Any) -> Reply:
-        self.calls += 1
-        self.sending.set()
-        assert self.gate.wait(30)
-        return self.provider.send(**request)
-
-
-def in_thread(work: Any) -> tuple[threading.Thread, list[Outcome]]:
-    outcomes: list[Outcome] = []
-    thread = threading.Thread(target=lambda: outcomes.append(work()))
-    thread.start()
-    return thread, outcomes
+from worker.runner import run_step
 
 
 def test_a_step_delivered_twice_at_once_is_stored_once(database: Database, emulator_reset: EmulatorServer) -> None:

@@ -1,5 +1,6 @@
 """The Celery application: one task per step, late acks, one task at a time per worker process, and the
-reconciler on Celery beat. The broker is Redis by default; RabbitMQ (amqp://...) works by configuration alone."""
+reconciler run by Celery beat itself (worker/scheduler.py). The broker is Redis by default; RabbitMQ
+(amqp://...) works by configuration alone."""
 
 from __future__ import annotations
 
@@ -31,12 +32,11 @@ def make_celery(settings: Settings) -> Celery:
         # Redis only: a message taken by a worker that died is handed out again after this long. The reconciler
         # recovers the job long before (lease + reconcile interval), so this only needs to outlast a slow step.
         broker_transport_options={"visibility_timeout": 2 * settings.request_timeout_seconds + 600},
+        # Beat runs the reconciler itself, on one machine at a time (worker/scheduler.py): no step backlog can
+        # hold it up and no round expires unrun.
+        beat_scheduler="worker.scheduler:ReconcilingScheduler",
         beat_schedule={
-            "plimsoll-reconcile": {
-                "task": "plimsoll.reconcile",
-                "schedule": settings.reconcile_every_seconds,
-                "options": {"expires": settings.reconcile_every_seconds},  # a backlog of old beats is dropped
-            }
+            "plimsoll-reconcile": {"task": "plimsoll.reconcile", "schedule": settings.reconcile_every_seconds}
         },
         worker_hijack_root_logger=False,
     )

@@ -3,6 +3,7 @@
 - ``TooLong``: the request does not fit the model's context. Retrying sends the same request and gets the
   same answer, so it never is; the person gets a notice instead.
 - ``Transient``: rate limits, overload, server errors, timeouts, dropped connections. Worth a retry.
+  ``RateLimited``, the provider's rate limit (a 429), is the kind of Transient that is a wait, not a fault.
 - ``InvalidRequest``: the provider refused something we sent. Our bug.
 - ``AuthFailure``: the key is wrong or lacks permission. A configuration problem, also not retried.
 """
@@ -21,6 +22,8 @@ import anthropic
 import httpx
 import httpx2
 import openai
+
+from worker.rate_limits import Budget, stated_limits
 
 
 class JobFailed(Exception):
@@ -75,6 +78,23 @@ class Transient(ProviderError):
         self.retry_after = retry_after
 
 
+class RateLimited(Transient):
+    """The provider's rate limit refused the request (HTTP 429): nothing is wrong, the step waits its turn.
+    ``limits``: what the answer's headers said of the limits (worker/rate_limits.py)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        provider: str,
+        retry_after: float | None = None,
+        limits: Mapping[str, Budget] | None = None,
+    ) -> None:
+        super().__init__(message, status=status, provider=provider, retry_after=retry_after)
+        self.limits: Mapping[str, Budget] = limits or {}
+
+
 class InvalidRequest(ProviderError):
     """The provider refused the request for a reason other than its length."""
 
@@ -126,6 +146,7 @@ _TOO_LONG_PATTERN = re.compile("|".join(f"(?:{pattern})" for pattern in _TOO_LON
 _TOO_LONG_CODES = {"context_length_exceeded", "request_too_large"}
 
 _TRANSIENT_STATUSES = {408, 409, 425, 429}
+_RATE_LIMIT_KINDS = {"rate_limit_error", "rate_limit_exceeded", "resource_exhausted", "throttlingexception"}
 _TRANSIENT_KINDS = {
     # Anthropic error types (also sent without a status inside a stream)
     "overloaded_error",
@@ -195,6 +216,14 @@ def classify_payload(
     if status in _AUTH_STATUSES or (status is None and kinds & _AUTH_KINDS):
         return AuthFailure(message, status=status, provider=provider)
     transient_status = status is not None and (status in _TRANSIENT_STATUSES or status >= 500)
+    if status == 429 or (status is None and kinds & _RATE_LIMIT_KINDS):
+        return RateLimited(
+            message,
+            status=status,
+            provider=provider,
+            retry_after=retry_after_seconds(headers),
+            limits=stated_limits(headers),
+        )
     if transient_status or (status is None and kinds & _TRANSIENT_KINDS):
         return Transient(message, status=status, provider=provider, retry_after=retry_after_seconds(headers))
     return InvalidRequest(message, status=status, provider=provider)

@@ -11,12 +11,15 @@ Deliveries name the step they are for, so a late or duplicate one finds the job 
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 
 from sqlalchemy import or_, update
+from sqlalchemy.orm import Session
 
 from models.db import Database
 from models.tables import Job, JobStatus, now
@@ -42,6 +45,17 @@ def held_by_another(job: Job, at: datetime) -> bool:
 def release(job: Job, *, seconds: float) -> None:
     """No delivery holds the job; the next one must claim it within ``seconds``."""
     job.lease_owner, job.lease_until = None, deadline(seconds)
+
+
+def give_back(session: Session, *, job_id: int, owner: str, seconds: float) -> None:
+    """The delivery ``owner`` gives its claim on the job back without running the step; the next delivery must
+    claim it within ``seconds``."""
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.lease_owner == owner)
+        .values(lease_owner=None, lease_until=deadline(seconds))
+        .execution_options(synchronize_session=False)
+    )
 
 
 def reconcile(database: Database, *, lease_seconds: float, enqueue: Callable[[int, int], None]) -> list[int]:
@@ -76,10 +90,15 @@ def reconcile(database: Database, *, lease_seconds: float, enqueue: Callable[[in
 
 
 class Heartbeat:
-    """Keeps a claimed job's lease alive from a background thread while the step waits for the model."""
+    """Keeps a claimed job's lease alive from a background thread while the step waits for the model, until
+    ``for_seconds`` have passed (the call's deadline): a call that outlives it is hung, and the lease lapses so
+    that the reconciler hands the step to another delivery."""
 
-    def __init__(self, database: Database, job_id: int, owner: str, *, seconds: float) -> None:
+    def __init__(
+        self, database: Database, job_id: int, owner: str, *, seconds: float, for_seconds: float = math.inf
+    ) -> None:
         self.database, self.job_id, self.owner, self.seconds = database, job_id, owner, seconds
+        self.until = time.monotonic() + for_seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True, name=f"plimsoll-lease-{job_id}")
 
@@ -92,7 +111,7 @@ class Heartbeat:
         self._thread.join()
 
     def _beat(self) -> None:
-        while not self._stop.wait(self.seconds / 3):
+        while not self._stop.wait(self.seconds / 3) and time.monotonic() < self.until:
             try:
                 with self.database.session() as session:
                     session.execute(

@@ -8,11 +8,13 @@ again until the database is back or ``store_retry_seconds`` have passed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import redis
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from models.db import Database
@@ -28,6 +30,28 @@ class DatabaseUnavailable(Exception):
 
     def __init__(self, error: BaseException) -> None:
         super().__init__(f"the database is unavailable ({type(error).__name__})")
+
+
+OUTAGE_KEY = "plimsoll:outage:database"
+OUTAGE_KEY_SECONDS = 24 * 3600  # an outage nobody saw end is taken as over after this long
+
+
+def first_report_of_outage(client: redis.Redis | None) -> bool:
+    """Whether this is the first delivery to give up on the current database outage (the one that reports it to
+    Sentry). Without a shared Redis, every delivery reports."""
+    if client is None:
+        return True
+    try:
+        return bool(client.set(OUTAGE_KEY, "1", nx=True, ex=OUTAGE_KEY_SECONDS))
+    except redis.RedisError:
+        return True
+
+
+def outage_over(client: redis.Redis | None) -> None:
+    """The database answered again: the next outage is a new one, reported again."""
+    if client is not None:
+        with contextlib.suppress(redis.RedisError):
+            client.delete(OUTAGE_KEY)
 
 
 def is_outage(error: BaseException) -> bool:

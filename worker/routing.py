@@ -5,16 +5,19 @@
 | TooLong                      | never                  | needs_new_chat   | TOO_LONG_NOTICE       | no     |
 | Transient, attempts left     | after backoff          | (unchanged)      | none                  | no     |
 | Transient, attempts used up  | no                     | failed           | none                  | yes    |
+| RateLimited, within the wait | after retry-after + jitter, not counted as an attempt | (unchanged) | none | no |
+| RateLimited, waited too long | no                     | failed           | none                  | yes    |
 | InvalidRequest, AuthFailure  | never                  | failed           | none                  | yes    |
 """
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
 from plimsoll.notices import too_long_notice
-from worker.errors import ProviderError, TooLong, Transient
+from worker.errors import ProviderError, RateLimited, TooLong, Transient
 
 BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 60.0
@@ -45,15 +48,24 @@ def route(
     max_attempts: int,
     rng: random.Random | None = None,
     locale: str | None = None,
+    waited_seconds: float = 0.0,
+    max_wait_seconds: float = math.inf,
 ) -> Action:
     """The action after ``attempt`` (1 for the first try) of at most ``max_attempts`` failed with ``error``.
-    ``locale`` picks the language of the too-long notice (English by default)."""
+    ``locale`` picks the language of the too-long notice (English by default). A rate limit is a wait, not
+    a failed attempt: it is waited out until the step has waited ``max_wait_seconds`` in all
+    (``waited_seconds`` so far)."""
     if attempt < 1 or max_attempts < 1:
         raise ValueError(f"attempt and max_attempts start at 1, got attempt={attempt}, max_attempts={max_attempts}")
     if isinstance(error, TooLong):
         return Action(
             retry=False, delay=None, job_status=NEEDS_NEW_CHAT, notice=too_long_notice(locale), report_to_sentry=False
         )
+    if isinstance(error, RateLimited) and waited_seconds < max_wait_seconds:
+        delay = rate_limit_delay(error.retry_after, waited_seconds, rng or JITTER)
+        return Action(retry=True, delay=delay, job_status=None, notice=None, report_to_sentry=False)
+    if isinstance(error, RateLimited):
+        return Action(retry=False, delay=None, job_status=FAILED, notice=None, report_to_sentry=True)
     if isinstance(error, Transient) and attempt < max_attempts:
         return Action(
             retry=True,
@@ -72,3 +84,14 @@ def backoff_delay(attempt: int, retry_after: float | None, rng: random.Random) -
     ceiling = min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2.0**doublings)
     jittered = rng.uniform(0.0, ceiling)
     return max(jittered, retry_after) if retry_after is not None else jittered
+
+
+def rate_limit_delay(retry_after: float | None, waited_seconds: float, rng: random.Random) -> float:
+    """How long a step refused by a rate limit waits: at least ``retry-after`` (without one, about as long as
+    it has waited so far, between 1 s and the backoff cap), plus up to as much again drawn in this process, so
+    that steps refused together do not all come back together."""
+    if retry_after is not None:
+        base = retry_after
+    else:
+        base = min(BACKOFF_CAP_SECONDS, max(BACKOFF_BASE_SECONDS, waited_seconds))
+    return base + rng.uniform(0.0, max(BACKOFF_BASE_SECONDS, base))

@@ -13,13 +13,14 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Literal, TypeVar
 
 import sentry_sdk
+from redis.exceptions import RedisError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -45,14 +46,18 @@ from plimsoll.compaction import Compaction
 from plimsoll.fitting import Batching
 from plimsoll.messages import BLOCK_OVERHEAD, MESSAGE_OVERHEAD
 from plimsoll.notices import new_chat_notice, stopped_notice
+from worker.admission import Limiter, Ticket, planned_input
 from worker.compaction import compose, store_summary
-from worker.errors import ProviderError, TooLong
-from worker.lease import Heartbeat, deadline, held_by_another, release
+from worker.errors import ProviderError, RateLimited, TooLong
+from worker.lease import Heartbeat, deadline, give_back, held_by_another, release
 from worker.legacy import legacy_plan
+from worker.metrics import ADMISSION_WAITS, RATE_LIMITED, count_usage
 from worker.model_limits import learn_limits, within_learned_limits
-from worker.outages import in_transaction, surviving_outages
+from worker.outages import DatabaseUnavailable, in_transaction, surviving_outages
 from worker.prompts import system_prompt
-from worker.providers.base import Provider, Reply
+from worker.providers import timeouts
+from worker.providers.base import Provider, Reply, Usage
+from worker.rate_limits import Budget
 from worker.routing import route
 from worker.runaway import count_calls, fingerprint, with_warning
 from worker.tools import Delegation, result, run_tool, tools_for
@@ -74,12 +79,13 @@ class Services:
     provider_for: Callable[[Job], Provider]
     enqueue: Enqueue
     report: Callable[[BaseException], Any] = sentry_sdk.capture_exception
+    limiter: Limiter | None = None  # admission under the provider's rate limits (None: send at once)
 
 
 @dataclass(frozen=True)
 class Outcome:
     job_id: int
-    action: Literal["continued", "waiting", "finished", "retry", "skipped"]
+    action: Literal["continued", "waiting", "finished", "retry", "rate_limited", "waiting_for_capacity", "skipped"]
     step: int
     status: str
     stage: str | None = None
@@ -99,6 +105,7 @@ class _Prepared:
     step: int
     strategy: str
     provider: Provider
+    provider_name: str
     model: str
     max_tokens: int
     system: str
@@ -112,6 +119,7 @@ class _Prepared:
     rejected: tuple[int, int] | None = None  # a first attempt rejected as too long: (our estimate, its real size)
     breakpoints: tuple[int, ...] = ()  # request messages ending a prefix the next requests keep
     compaction: Compaction | None = None  # the request asks for a summary of this range (worker/compaction.py)
+    counted_input: int = 0  # what the request is expected to count against the provider's input-token limit
 
 
 def run_step(job_id: int, services: Services, *, step: int | None = None) -> Outcome:
@@ -128,6 +136,9 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
         return _after_commit(begun, services)
     prepared = begun
     prepared.seconds = time.perf_counter() - started
+    waiting = _wait_for_capacity(prepared, job_id, owner, services)
+    if waiting is not None:
+        return waiting
     answer = _send(prepared, job_id, owner, services)
     if isinstance(answer, TooLong) and prepared.compaction is not None:  # the job goes on without the summary
         skipped = _store_surviving_outages(
@@ -149,18 +160,29 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
         )
         return _after_commit(failed, services)
     storing = time.perf_counter()
-    stored = _store_surviving_outages(
-        services,
-        partial(_answered, job_id=job_id, prepared=prepared, reply=answer, services=services, started=storing),
-    )
+    try:
+        stored = _store_surviving_outages(
+            services,
+            partial(_answered, job_id=job_id, prepared=prepared, reply=answer, services=services, started=storing),
+        )
+    except DatabaseUnavailable:
+        usage = answer.usage
+        logger.error(
+            "job %s: a paid reply to step %s was dropped, the database being unavailable for %.0f s; it will be paid "
+            "again (input %d, cache read %d, cache write %d, output %d tokens)",
+            job_id, prepared.step, services.settings.store_retry_seconds, usage.input_tokens,
+            usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens,
+        )  # fmt: skip
+        raise
     return _after_commit(stored, services)
 
 
 def _send(prepared: _Prepared, job_id: int, owner: str, services: Services) -> Reply | ProviderError:
     """The model's reply to the prepared request, or how the request failed; the job's lease is kept alive."""
     try:
-        with Heartbeat(services.database, job_id, owner, seconds=services.settings.lease_seconds):
-            return prepared.provider.send(
+        deadline = timeouts(services.settings).deadline(prepared.max_tokens)
+        with Heartbeat(services.database, job_id, owner, seconds=services.settings.lease_seconds, for_seconds=deadline):
+            reply = prepared.provider.send(
                 model=prepared.model,
                 system=prepared.system,
                 messages=prepared.request,
@@ -169,7 +191,66 @@ def _send(prepared: _Prepared, job_id: int, owner: str, services: Services) -> R
                 breakpoints=prepared.breakpoints,
             )
     except ProviderError as error:
+        limited = isinstance(error, RateLimited)
+        stated = error.limits if isinstance(error, RateLimited) else {}
+        if limited:
+            RATE_LIMITED.inc()
+        _settle(prepared, job_id, services, None, stated, refused=limited)
         return error
+    _settle(prepared, job_id, services, reply.usage, reply.limits)
+    count_usage(reply.usage)
+    return reply
+
+
+def _ticket(prepared: _Prepared, job_id: int) -> Ticket:
+    return Ticket(provider=prepared.provider_name, model=prepared.model, job_id=job_id, step=prepared.step)
+
+
+def _wait_for_capacity(prepared: _Prepared, job_id: int, owner: str, services: Services) -> Outcome | None:
+    """Reserve the request's share of the provider's rate limits. Without capacity now, the step is not
+    started: it gives its claim back and is queued again for when its turn comes (not a retry)."""
+    if services.limiter is None:
+        return None
+    try:
+        wait = services.limiter.reserve(
+            _ticket(prepared, job_id), input_tokens=prepared.counted_input, output_tokens=prepared.max_tokens
+        )
+    except RedisError as error:  # the limiter is an improvement: without it, send as before
+        logger.warning("job %s: admission unavailable (%s); sending", job_id, type(error).__name__)
+        return None
+    if wait <= 0:
+        return None
+    ADMISSION_WAITS.observe(wait)
+    in_transaction(
+        services.database,
+        partial(give_back, job_id=job_id, owner=owner, seconds=wait + services.settings.lease_seconds),
+    )
+    try:
+        services.enqueue(job_id, prepared.step, wait)
+    except Exception as error:
+        logger.warning(
+            "job %s: step %s not queued (%s); the reconciler will", job_id, prepared.step, type(error).__name__
+        )
+    return Outcome(job_id, "waiting_for_capacity", prepared.step, JobStatus.RUNNING, retry_in=wait)
+
+
+def _settle(
+    prepared: _Prepared,
+    job_id: int,
+    services: Services,
+    usage: Usage | None,
+    stated: Mapping[str, Budget],
+    *,
+    refused: bool = False,
+) -> None:
+    """Correct the step's reservation by what its request really counted."""
+    if services.limiter is None:
+        return
+    try:
+        ticket = _ticket(prepared, job_id)
+        services.limiter.settle(ticket, sent=usage is not None, usage=usage, stated=stated, refused=refused)
+    except RedisError as error:
+        logger.warning("job %s: admission not corrected (%s)", job_id, type(error).__name__)
 
 
 def _store_surviving_outages(services: Services, work: Callable[[Session], T]) -> T:
@@ -307,7 +388,9 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
     calibrator = Calibrator.from_dict(job.calibration, floor=services.settings.calibration_floor)
     factor = calibrator.factor if job.strategy in CALIBRATED else 1.0
     planning_budget = int(job.budget / factor)
-    planner = partial(_plan, session, job, budget=planning_budget, overhead=overhead, settings=services.settings)
+    previous = last_step(session, job.id)
+    cache = cache_view(previous, ttl_seconds=services.settings.cache_ttl_seconds, at=now())
+    planner = partial(_plan, job, budget=planning_budget, overhead=overhead, cache=cache)
     try:  # over the job's latest summary; a summary request instead when a compaction is due
         composed = compose(session, job, every, carried, planner, budget=planning_budget, overhead=overhead)
     except DoesNotFit as error:
@@ -320,6 +403,7 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
         step=job.step,
         strategy=job.strategy,
         provider=services.provider_for(job),
+        provider_name=job.provider,
         model=job.model,
         max_tokens=composed.max_tokens or job.max_output_tokens,
         system=system if composed.system is None else composed.system,
@@ -331,11 +415,26 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
         carried=carried,
         breakpoints=composed.breakpoints,
         compaction=composed.compaction,
+        counted_input=planned_input(
+            tokens=int(composed.plan.tokens * factor),
+            provider=job.provider,
+            cached_prefix=_cached_prefix(previous, cache, composed.plan),
+        ),
     )
 
 
+def _cached_prefix(previous: Step | None, cache: CacheView, chosen: Plan) -> int:
+    """The tokens the request should read from the prompt cache: what the previous request read from it or wrote
+    to it, if the cache is still warm and the plan clears nothing new; otherwise taken as none."""
+    if previous is None or previous.reported_input_tokens is None or cache.cold:
+        return 0
+    if set(chosen.cleared) != set(cache.previous_cleared or ()):
+        return 0
+    return previous.cache_read_tokens + previous.cache_write_tokens
+
+
 def _plan(
-    session: Session, job: Job, every: list[Outline], *, budget: int, overhead: int, settings: Settings
+    job: Job, every: list[Outline], *, budget: int, overhead: int, cache: CacheView
 ) -> tuple[Plan, tuple[int, ...]]:
     """What the next request sends, and where the provider's cache breakpoints go (empty: the adapter's own).
     Plimsoll's strategy clears where the prompt cache makes it cheapest, from what it knows of the previous
@@ -343,7 +442,6 @@ def _plan(
     if job.strategy == "legacy":
         return legacy_plan(every, budget, profile=job.profile, overhead=overhead), ()
     if job.strategy == "plimsoll":
-        cache = cache_view(last_step(session, job.id), ttl_seconds=settings.cache_ttl_seconds, at=now())
         cached = plan_cached(every, budget, profile=job.profile, overhead=overhead, cache=cache)
         return cached.plan, cached.breakpoints
     batching: Batching = "one" if job.strategy == "unbatched" else "four"
@@ -453,7 +551,7 @@ def _answered(
             _finish_with_parts(session, job)
         wake = _wake_parent(session, job)
         action = "finished"
-    job.step, job.attempts = step, 0
+    job.step, job.attempts, job.rate_limited_since = step, 0, None
     if action == "continued":
         release(job, seconds=services.settings.lease_seconds)
     seconds = prepared.seconds + time.perf_counter() - started
@@ -680,13 +778,26 @@ def _failed(
     if nothing is not None and not nothing.first_fits:
         return _budget_too_small(session, job, nothing)
     settings = services.settings
-    tries = job.attempts + 1
-    action = route(error, attempt=tries, max_attempts=settings.max_transient_retries + 1, locale=job.locale)
+    limited = isinstance(error, RateLimited)  # a wait, not a failed try: the step's retries are left as they are
+    tries = job.attempts + (0 if limited else 1)
+    waited = _waited_for_rate_limit(job)
+    action = route(
+        error,
+        attempt=max(tries, 1),
+        max_attempts=settings.max_transient_retries + 1,
+        locale=job.locale,
+        waited_seconds=waited,
+        max_wait_seconds=settings.rate_limit_max_wait_seconds,
+    )
     if action.retry:
-        job.attempts, job.retries = tries, job.retries + 1
+        if limited:
+            job.rate_limited_since = job.rate_limited_since or now()
+        else:
+            job.attempts, job.retries = tries, job.retries + 1
         delay = action.delay or 0.0
         release(job, seconds=delay + settings.lease_seconds)
-        return _Done(Outcome(job.id, "retry", job.step, job.status, retry_in=delay), [(job.id, job.step, delay)])
+        kind: Literal["rate_limited", "retry"] = "rate_limited" if limited else "retry"
+        return _Done(Outcome(job.id, kind, job.step, job.status, retry_in=delay), [(job.id, job.step, delay)])
     step = job.step + 1
     carried = prepared.carried if prepared else nothing.carried if nothing else []
     if carried:
@@ -695,7 +806,16 @@ def _failed(
         session.add(_step_record(job, prepared, step, reply=None, seconds=prepared.seconds, stop=type(error).__name__))
     elif nothing is not None:
         session.add(_unsent_step_record(job, step, nothing.error, rejected=rejected))
-    why = error.message if tries == 1 else f"the request failed {tries} times in a row; the last time: {error.message}"
+    if limited:
+        why = (
+            f"the provider's rate limit kept the step waiting {waited / 60:.0f} min, longer than the "
+            f"{settings.rate_limit_max_wait_seconds / 60:.0f} min allowed (PLIMSOLL_RATE_LIMIT_MAX_WAIT_SECONDS); "
+            f"the last answer: {error.message}"
+        )
+    elif tries == 1:
+        why = error.message
+    else:
+        why = f"the request failed {tries} times in a row; the last time: {error.message}"
     _finish(job, JobStatus(action.job_status or JobStatus.FAILED), error=why)
     if action.notice:
         notice = new_chat_notice(job.id, job.locale) if job.status == JobStatus.NEEDS_NEW_CHAT else action.notice
@@ -703,6 +823,14 @@ def _failed(
     stage = prepared.chosen.stage if prepared else "does_not_fit"
     outcome = Outcome(job.id, "finished", step, job.status, stage=stage)  # the step of the record written above
     return _Done(outcome, _wake_parent(session, job), error if action.report_to_sentry else None)
+
+
+def _waited_for_rate_limit(job: Job) -> float:
+    """Seconds since the provider's rate limit first refused the job's current step (0: it has not)."""
+    since = job.rate_limited_since
+    if since is None:
+        return 0.0
+    return (now() - (since if since.tzinfo else since.replace(tzinfo=UTC))).total_seconds()
 
 
 def _budget_too_small(session: Session, job: Job, nothing: _NothingFits) -> _Done:

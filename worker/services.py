@@ -5,10 +5,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import redis
+
 from models.db import Database, get_database
 from models.settings import Settings, get_settings
 from models.tables import Job
-from worker.providers import make_provider
+from worker.admission import Limiter
+from worker.providers import make_provider, timeouts
 from worker.providers.base import Provider
 from worker.runner import Enqueue, Services
 
@@ -27,11 +30,27 @@ def providers(settings: Settings) -> Callable[[Job], Provider]:
                     job.provider,
                     api_key=key.get_secret_value(),
                     base_url=base_url,
-                    timeout=settings.request_timeout_seconds,
+                    timeouts=timeouts(settings),
                 )
             return made[job.provider]
 
     return provider_for
+
+
+def shared_redis(settings: Settings) -> redis.Redis | None:
+    """The Redis every worker on every machine shares (the limiter, the scheduler's lock): PLIMSOLL_LIMITER_URL,
+    else the broker when it is Redis; None without one."""
+    url = settings.limiter_url
+    if url is None and settings.broker_url.startswith(("redis://", "rediss://")):
+        url = settings.broker_url
+    return redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0) if url else None
+
+
+def limiter(settings: Settings) -> Limiter | None:
+    """The shared admission limiter; None when admission is off or there is no Redis to share (the in-process
+    queue, a RabbitMQ broker without PLIMSOLL_LIMITER_URL)."""
+    client = shared_redis(settings) if settings.admission and settings.queue == "celery" else None
+    return Limiter(client, settings.rate_limits) if client is not None else None
 
 
 def make_services(enqueue: Enqueue, *, settings: Settings | None = None, database: Database | None = None) -> Services:
@@ -41,4 +60,5 @@ def make_services(enqueue: Enqueue, *, settings: Settings | None = None, databas
         settings=settings,
         provider_for=providers(settings),
         enqueue=enqueue,
+        limiter=limiter(settings),
     )

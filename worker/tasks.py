@@ -6,6 +6,7 @@ import logging
 from functools import cache
 from typing import Any
 
+import redis
 from celery import Task
 from celery.signals import worker_init, worker_process_init
 
@@ -14,11 +15,12 @@ from models.tables import Job, JobStatus
 from worker.celery_app import app
 from worker.errors import JobFailed
 from worker.lease import reconcile
-from worker.outages import DatabaseUnavailable, is_outage
+from worker.metrics import REQUEUED, STEPS
+from worker.outages import DatabaseUnavailable, first_report_of_outage, is_outage, outage_over
 from worker.routing import JITTER, backoff_delay
 from worker.runner import Services, run_step
 from worker.sentry import init_sentry
-from worker.services import make_services
+from worker.services import make_services, shared_redis
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +43,12 @@ def _services() -> Services:
 def forget_services() -> None:
     """Build the tasks' services anew from the settings at the next task (tests change them between runs)."""
     _services.cache_clear()
+    _shared_redis.cache_clear()
+
+
+@cache
+def _shared_redis() -> redis.Redis | None:
+    return shared_redis(get_settings())
 
 
 @worker_init.connect  # type: ignore[untyped-decorator]  # the worker's own process (solo and thread pools)
@@ -62,10 +70,14 @@ def run_step_task(self: Task, job_id: int, step: int | None = None) -> dict[str,
     except DatabaseUnavailable as outage:
         tries = self.request.retries + 1
         if tries > get_settings().max_transient_retries:
-            # One task failure, one Sentry event; the job keeps its deadline and the reconciler resumes it once
-            # the database is back.
-            raise
+            # One Sentry event per outage (the first delivery to give up), not per delivery; the job keeps its
+            # deadline and the reconciler resumes it once the database is back.
+            if first_report_of_outage(_shared_redis()):
+                raise
+            logger.warning("job %s: step %s given up while the database is unavailable (reported once)", job_id, step)
+            return {"job_id": job_id, "step": step, "status": "database unavailable"}
         raise self.retry(exc=outage, countdown=backoff_delay(tries, None, JITTER)) from None
+    STEPS.labels(outcome.action).inc()
     if outcome.action == "finished" and outcome.status == JobStatus.FAILED:
         raise JobFailed(outcome.job_id, outcome.step, outcome.stage, _why_failed(outcome.job_id))
     return {"status": outcome.status, **outcome.summary()}  # Flower cuts the result short: the status first
@@ -80,12 +92,20 @@ def _why_failed(job_id: int) -> str | None:
 # send_events=False: every few seconds a run would flood Flower's task list, which is for jobs' steps.
 @app.task(name="plimsoll.reconcile", ignore_result=True, send_events=False)  # type: ignore[untyped-decorator]
 def reconcile_task() -> int:
-    """Queue again every unfinished job whose deadline has passed (run by Celery beat)."""
+    """Queue again every unfinished job whose deadline has passed. Celery beat runs this in place
+    (worker/scheduler.py); the task is there to run a round by hand."""
+    return reconcile_now()
+
+
+def reconcile_now() -> int:
+    """One reconciler round: every unfinished job past its deadline queued again; how many."""
     services = _services()
     try:
         queued = reconcile(
             services.database, lease_seconds=services.settings.lease_seconds, enqueue=enqueue_with_celery
         )
+        outage_over(_shared_redis())
+        REQUEUED.inc(len(queued))
     except Exception as error:
         if not is_outage(error):
             raise

@@ -2,22 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anthropic
+import httpx2
 
-from worker.errors import classify
-from worker.providers.base import Reply, Usage, checked_reply
+from worker.errors import Transient, classify
+from worker.providers.base import Reply, Timeouts, Usage, checked_reply
 from worker.providers.cache_breakpoints import with_cache_breakpoints
+from worker.rate_limits import Budget, stated_limits
 
 PROVIDER = "anthropic"
 
 
 class AnthropicProvider:
-    def __init__(self, api_key: str, base_url: str | None = None, timeout: float = 600.0) -> None:
+    def __init__(
+        self, api_key: str, base_url: str | None = None, timeout: float = 120.0, *, timeouts: Timeouts | None = None
+    ) -> None:
+        """``timeout``: seconds a call may go without a byte (or all of ``timeouts``)."""
+        self._timeouts = timeouts or Timeouts(idle=timeout)
         # Retries belong to the worker, which knows whether a failure is worth one.
-        self._client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+        self._client = anthropic.Anthropic(
+            api_key=api_key,
+            base_url=base_url,
+            timeout=httpx2.Timeout(self._timeouts.idle, connect=self._timeouts.connect),
+            max_retries=0,
+        )
 
     def send(
         self,
@@ -37,11 +49,19 @@ class AnthropicProvider:
             request["system"] = system_blocks
         if marked_tools:
             request["tools"] = marked_tools
+        # Streamed, so that a long generation keeps bytes coming and only a hang trips the idle timeout.
+        seconds = self._timeouts.deadline(max_tokens)
+        deadline = time.monotonic() + seconds
         try:
-            message = self._client.messages.create(**request)
-        except anthropic.APIError as exc:
+            with self._client.messages.stream(**request) as stream:
+                for _ in stream:
+                    if time.monotonic() > deadline:
+                        raise Transient(f"timeout: the call passed its deadline of {seconds:.0f} s", provider=PROVIDER)
+                message = stream.get_final_message()
+                headers = stream.response.headers
+        except (anthropic.APIError, httpx2.TransportError) as exc:  # a stream cut short raises the transport's
             raise classify(exc, PROVIDER) from exc
-        return checked_reply(_reply(message), PROVIDER)
+        return checked_reply(_reply(message, stated_limits(headers)), PROVIDER)
 
     def model_limits(self, model: str) -> tuple[int, int] | None:
         """(context window, output limit) as the Models API gives them, or None where it does not say."""
@@ -54,7 +74,7 @@ class AnthropicProvider:
         return info.max_input_tokens, info.max_tokens
 
 
-def _reply(message: anthropic.types.Message) -> Reply:
+def _reply(message: anthropic.types.Message, limits: Mapping[str, Budget]) -> Reply:
     usage = message.usage
     return Reply(
         content=[_block(block) for block in message.content],
@@ -66,6 +86,7 @@ def _reply(message: anthropic.types.Message) -> Reply:
             cache_read_tokens=usage.cache_read_input_tokens or 0,
         ),
         model=message.model,
+        limits=limits,
     )
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from worker.errors import TooLong
+from worker.rate_limits import Budget
 
 # Newer Anthropic models stop with this reason when the conversation fills the context window mid-reply.
 CONTEXT_WINDOW_EXCEEDED = "model_context_window_exceeded"
@@ -27,6 +28,19 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class Timeouts:
+    """How long a model call may take: ``connect`` to reach the provider, ``idle`` seconds without a byte, and in
+    all its deadline, the idle time plus its output allowance at ``output_tokens_per_second``."""
+
+    idle: float = 120.0
+    connect: float = 10.0
+    output_tokens_per_second: float = 20.0
+
+    def deadline(self, max_tokens: int) -> float:
+        return self.connect + self.idle + max_tokens / self.output_tokens_per_second
+
+
+@dataclass(frozen=True)
 class Reply:
     content: list[dict[str, Any]]
     """Canonical (Anthropic-shaped) blocks: text and tool_use."""
@@ -34,6 +48,8 @@ class Reply:
     """Canonical stop reason: end_turn, tool_use, max_tokens, stop_sequence, refusal, ..."""
     usage: Usage
     model: str
+    limits: Mapping[str, Budget] = field(default_factory=dict)
+    """The provider's rate limits as this answer's headers state them (empty: it states none)."""
 
 
 class Provider(Protocol):

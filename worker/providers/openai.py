@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import httpx2
 import openai
 from openai.types.chat import ChatCompletion
 
 from worker.errors import classify
-from worker.providers.base import Reply, Usage, checked_reply
+from worker.providers.base import Reply, Timeouts, Usage, checked_reply
 from worker.providers.openai_format import to_openai_messages, to_openai_tools, tool_use_block
+from worker.rate_limits import Budget, stated_limits
 
 PROVIDER = "openai"
 
@@ -24,9 +26,12 @@ _STOP_REASONS = {
 
 
 class OpenAIProvider:
-    def __init__(self, api_key: str, base_url: str | None = None, timeout: float = 600.0) -> None:
+    def __init__(
+        self, api_key: str, base_url: str | None = None, timeout: float = 120.0, *, timeouts: Timeouts | None = None
+    ) -> None:
+        self._timeouts = timeouts or Timeouts(idle=timeout)
         # Retries belong to the worker, which knows whether a failure is worth one.
-        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0)
 
     def send(
         self,
@@ -46,13 +51,16 @@ class OpenAIProvider:
         if tools:
             request["tools"] = to_openai_tools(tools)
         try:
-            completion = self._client.chat.completions.create(**request)
+            # Not streamed: the whole reply comes at once, so the call waits up to its deadline for it.
+            request["timeout"] = httpx2.Timeout(self._timeouts.deadline(max_tokens), connect=self._timeouts.connect)
+            raw = self._client.chat.completions.with_raw_response.create(**request)
+            completion = raw.parse()
         except openai.APIError as exc:
             raise classify(exc, PROVIDER) from exc
-        return checked_reply(_reply(completion), PROVIDER)
+        return checked_reply(_reply(completion, stated_limits(raw.headers)), PROVIDER)
 
 
-def _reply(completion: ChatCompletion) -> Reply:
+def _reply(completion: ChatCompletion, limits: Mapping[str, Budget]) -> Reply:
     choice = completion.choices[0]
     message = choice.message
     content: list[dict[str, Any]] = []
@@ -67,6 +75,7 @@ def _reply(completion: ChatCompletion) -> Reply:
         stop_reason=_STOP_REASONS.get(choice.finish_reason, choice.finish_reason),
         usage=_usage(completion),
         model=completion.model,
+        limits=limits,
     )
 
 

@@ -1,0 +1,143 @@
+"""Admission under the provider's rate limits, shared in Redis: a token bucket that lends ahead (reservations
+are served in order and told when their turn comes), corrected by real usage and by what answers say."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from bench.stack import REDIS_URL
+from demo.chapters import chapters
+from emulator import EmulatorServer
+from models.db import Database
+from models.tables import Job, JobStatus
+from tests.fixtures_emulator import TEST_API_KEY
+from tests.support_worker import new_job, services
+from worker.admission import Limiter, Ticket, planned_input
+from worker.providers import AnthropicProvider
+from worker.providers.base import Usage
+from worker.rate_limits import Budget, model_class, stated_limits
+from worker.runner import run_step
+
+
+@pytest.fixture
+def client() -> Iterator[redis.Redis]:
+    connection = redis.Redis.from_url(REDIS_URL)
+    yield connection
+    connection.close()
+
+
+def ticket(provider: str, job_id: int = 1, step: int = 0, model: str = "claude-sonnet-4-5") -> Ticket:
+    return Ticket(provider=provider, model=model, job_id=job_id, step=step)
+
+
+@pytest.fixture
+def provider() -> Iterator[str]:
+    """A provider name of this test's own, so its buckets are its own; they are deleted afterwards."""
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    yield name
+    connection = redis.Redis.from_url(REDIS_URL)
+    for key in connection.scan_iter(f"plimsoll:ratelimit:{{{name}/*"):
+        connection.delete(key)
+    connection.close()
+
+
+def test_without_a_known_limit_every_step_goes_at_once(client: redis.Redis, provider: str) -> None:
+    limiter = Limiter(client)
+    assert [limiter.reserve(ticket(provider, step=n), input_tokens=10**9, output_tokens=10**6) for n in range(5)] == [
+        0.0
+    ] * 5
+
+
+def test_reservations_are_served_in_order_and_told_their_turn(client: redis.Redis, provider: str) -> None:
+    limiter = Limiter(client, {f"{provider}/claude-sonnet": {"input_tokens": 60_000}})  # 1,000 tokens a second
+    assert limiter.reserve(ticket(provider, 1), input_tokens=50_000, output_tokens=0) == 0.0
+    big = limiter.reserve(ticket(provider, 2), input_tokens=30_000, output_tokens=0)
+    assert big == pytest.approx(20.0, abs=0.5)  # 20,000 in debt
+    small = limiter.reserve(ticket(provider, 3), input_tokens=1_000, output_tokens=0)
+    assert small == pytest.approx(21.0, abs=0.5)  # behind the big one, not before it
+    again = limiter.reserve(ticket(provider, 2), input_tokens=30_000, output_tokens=0)
+    assert again == pytest.approx(big, abs=0.5)  # a step that comes back (or is delivered twice) holds its place
+
+
+def test_real_usage_corrects_the_reservation(client: redis.Redis, provider: str) -> None:
+    limiter = Limiter(client, {f"{provider}/claude-sonnet": {"input_tokens": 60_000}})
+    assert limiter.reserve(ticket(provider, 1), input_tokens=60_000, output_tokens=0) == 0.0
+    assert limiter.reserve(ticket(provider, 2), input_tokens=6_000, output_tokens=0) > 5.0
+    limiter.settle(ticket(provider, 1), sent=True, usage=Usage(input_tokens=20_000, output_tokens=0), stated={})
+    assert limiter.reserve(ticket(provider, 3), input_tokens=30_000, output_tokens=0) == 0.0  # 40,000 came back
+
+
+def test_limits_are_learned_from_answers_and_remaining_lowers_the_bucket(client: redis.Redis, provider: str) -> None:
+    limiter = Limiter(client)
+    first = ticket(provider, 1)
+    assert limiter.reserve(first, input_tokens=1_000, output_tokens=100) == 0.0  # nothing known yet
+    stated = {"input_tokens": Budget(limit=600_000, remaining=100_000), "requests": Budget(limit=50, remaining=49)}
+    limiter.settle(first, sent=True, usage=Usage(input_tokens=1_000, output_tokens=50), stated=stated)
+    # Another client of the key left only 100,000: a step of 150,000 waits for 50,000 at 10,000 a second.
+    assert limiter.reserve(ticket(provider, 2), input_tokens=150_000, output_tokens=100) == pytest.approx(5.0, abs=0.5)
+
+
+def test_a_refused_request_gives_its_reservation_back(client: redis.Redis, provider: str) -> None:
+    limiter = Limiter(client, {f"{provider}/claude-sonnet": {"requests": 60}})
+    assert limiter.reserve(ticket(provider, 1), input_tokens=0, output_tokens=0) == 0.0
+    limiter.settle(ticket(provider, 1), sent=False, usage=None, stated={})
+    for step in range(2, 62):  # the refused one took nothing: 60 more fit in the minute
+        assert limiter.reserve(ticket(provider, step), input_tokens=0, output_tokens=0) == 0.0
+    assert limiter.reserve(ticket(provider, 62), input_tokens=0, output_tokens=0) > 0.0
+
+
+def test_cache_reads_are_left_out_where_the_provider_does_not_count_them() -> None:
+    assert planned_input(tokens=150_000, provider="anthropic", cached_prefix=140_000) == 10_000
+    assert planned_input(tokens=150_000, provider="openai", cached_prefix=140_000) == 150_000
+    headers = {"anthropic-ratelimit-input-tokens-limit": "2000000", "anthropic-ratelimit-input-tokens-remaining": "5"}
+    assert stated_limits(headers) == {"input_tokens": Budget(limit=2_000_000, remaining=5)}
+    assert stated_limits({"x-ratelimit-limit-tokens": "30000", "x-ratelimit-remaining-tokens": "29000"}) == {
+        "input_tokens": Budget(limit=30_000, remaining=29_000)
+    }
+    assert model_class("claude-sonnet-4-5-20250929") == "claude-sonnet"
+
+
+def test_a_step_without_capacity_is_not_started_and_is_queued_for_its_turn(
+    database: Database, emulator_reset: EmulatorServer, client: redis.Redis
+) -> None:
+    emulator_reset.configure(rate_limits={"requests_per_minute": 2})
+    provider = AnthropicProvider(api_key=TEST_API_KEY, base_url=emulator_reset.base_url, timeout=30.0)
+    texts = {c.name: c.text for c in chapters(2, chars=4_000, languages=("en",))}
+    job_id = new_job(database, texts)
+    queued: list[tuple[int, int | None, float | None]] = []
+    steps = services(database, provider, [])
+    steps.enqueue = lambda job, step, delay: queued.append((job, step, delay))
+    steps.limiter = Limiter(client)
+    try:
+        outcomes = [run_step(job_id, steps, step=n) for n in (0, 1, 2)]
+        # The first answer teaches the limit (2 a minute, 1 left); the second goes; the third waits its turn.
+        assert [outcome.action for outcome in outcomes] == ["continued", "continued", "waiting_for_capacity"]
+        waiting = outcomes[2]
+        assert waiting.retry_in == pytest.approx(30.0, abs=1.0)
+        assert queued[-1] == (job_id, waiting.step, waiting.retry_in)
+        with database.session() as session:
+            job = session.get(Job, job_id)
+            assert job is not None and job.status == JobStatus.RUNNING
+            assert (job.lease_owner, job.attempts, job.retries) == (None, 0, 0)  # not a retry; the claim given back
+        assert emulator_reset.stats()["rejections"] == {}  # no 429: it was never sent
+    finally:
+        for key in client.scan_iter("plimsoll:ratelimit:{anthropic/*"):
+            client.delete(key)
+
+
+def test_the_fleets_share_of_a_shared_key_is_learned_from_refusals(client: redis.Redis, provider: str) -> None:
+    limiter = Limiter(client, {f"{provider}/claude-sonnet": {"input_tokens": 60_000}})
+    assert limiter.reserve(ticket(provider, 1), input_tokens=60_000, output_tokens=0) == 0.0
+    limiter.settle(ticket(provider, 1), sent=False, usage=None, stated={}, refused=True)  # a 429: another client
+    limiter.settle(ticket(provider, 99), sent=False, usage=None, stated={}, refused=True)  # sent with it: no 2nd cut
+    assert limiter.reserve(ticket(provider, 2), input_tokens=60_000, output_tokens=0) == 0.0  # it took nothing
+    wait = limiter.reserve(ticket(provider, 3), input_tokens=6_000, output_tokens=0)
+    assert wait == pytest.approx(6_000 / (1_000 * 0.85), abs=0.3)  # our share of the refill is down 15 %
+    for step in range(4, 40):  # answers bring it back up, a little each
+        limiter.settle(ticket(provider, step), sent=True, usage=Usage(input_tokens=0, output_tokens=0), stated={})
+    share = client.hget(f"plimsoll:ratelimit:{{{provider}/claude-sonnet}}:limits", "share")
+    assert share is not None and float(share) == pytest.approx(0.85 + 36 * 0.003)

@@ -1,0 +1,71 @@
+"""Long database outages: one Sentry event per outage, not per delivery; a paid reply kept while the database is
+away, and, when it must be dropped, logged with its usage."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+import redis
+from sqlalchemy.engine import make_url
+
+from bench.stack import REDIS_URL
+from emulator import EmulatorServer
+from models.db import Database
+from models.settings import Settings
+from tests.fixtures_emulator import TEST_API_KEY
+from tests.support_worker import Held, in_thread, new_job, services
+from tests.tcp_proxy import CuttableProxy
+from worker.outages import DatabaseUnavailable, first_report_of_outage, outage_over
+from worker.providers import AnthropicProvider
+from worker.runner import run_step
+
+
+@pytest.fixture
+def client() -> Iterator[redis.Redis]:
+    connection = redis.Redis.from_url(REDIS_URL)
+    outage_over(connection)
+    yield connection
+    outage_over(connection)
+    connection.close()
+
+
+def test_an_outage_is_reported_once_however_many_deliveries_give_up(client: redis.Redis) -> None:
+    assert [first_report_of_outage(client) for _ in range(80)] == [True] + [False] * 79
+    outage_over(client)  # the reconciler reached the database again
+    assert first_report_of_outage(client)  # the next outage is a new one
+    assert first_report_of_outage(None)  # without a shared Redis every delivery reports
+
+
+def test_a_paid_reply_dropped_after_the_wait_is_logged_with_its_usage(
+    database_url: str, emulator_reset: EmulatorServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="worker.runner")
+    assert Settings().store_retry_seconds >= 120  # the default wait; lowered here to see the end of it
+    url = make_url(database_url)
+    with CuttableProxy((url.host or "127.0.0.1", url.port or 5432)) as proxy:
+        through_proxy = Database(url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False))
+        provider = Held(AnthropicProvider(api_key=TEST_API_KEY, base_url=emulator_reset.base_url))
+        job_id = new_job(through_proxy, {"a.txt": "Alpha."})
+        steps = services(through_proxy, provider, [], store_retry_seconds=2)
+        errors: list[BaseException] = []
+
+        def step() -> object:
+            try:
+                return run_step(job_id, steps)
+            except DatabaseUnavailable as error:
+                errors.append(error)
+                return None
+
+        thread, _ = in_thread(step)
+        assert provider.sending.wait(30)
+        proxy.cut()
+        provider.gate.set()
+        thread.join(timeout=60)
+        proxy.restore()
+        through_proxy.dispose()
+    assert len(errors) == 1
+    dropped = [r.getMessage() for r in caplog.records if "a paid reply to step 0 was dropped" in r.getMessage()]
+    assert len(dropped) == 1 and "output" in dropped[0] and "input" in dropped[0]
+    assert "Alpha" not in dropped[0]  # usage only, never user text

@@ -1,0 +1,79 @@
+"""Recovery a backlog cannot delay: Celery beat runs the reconciler itself (never queued behind steps, never
+expired), and exactly one beat across machines does so, by a lock in Redis."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import redis
+
+from bench.stack import REDIS_URL
+from models.db import Database
+from models.settings import Settings
+from models.tables import Job, now
+from tests.support_worker import new_job
+from worker.scheduler import LOCK_INTERVALS, SchedulerLock
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+BACKLOG = 1_000
+
+
+@pytest.fixture
+def client() -> Iterator[redis.Redis]:
+    connection = redis.Redis.from_url(REDIS_URL)
+    yield connection
+    connection.close()
+
+
+def test_exactly_one_scheduler_holds_the_lock_and_another_takes_over(client: redis.Redis) -> None:
+    name = f"plimsoll:test-scheduler:{uuid.uuid4().hex[:8]}"
+    first, second = (SchedulerLock(client, seconds=1.0, name=name) for _ in range(2))
+    assert first.held() and not second.held()
+    time.sleep(0.6)
+    assert first.held() and not second.held()  # renewed at each round
+    time.sleep(1.2)  # the first stopped renewing (it died): its lock lapses
+    assert second.held() and not first.held()
+    second.release()  # it stops: the other takes over at its next round
+    assert first.held()
+    first.release()
+    assert client.exists(name) == 0
+
+
+def test_beat_reconciles_on_time_behind_a_backlog_of_steps(
+    database: Database, database_url: str, client: redis.Redis, tmp_path: Path
+) -> None:
+    queue = f"plimsoll-backlog-{uuid.uuid4().hex[:8]}"
+    client.rpush(queue, *[b"{}"] * BACKLOG)  # a thousand steps waiting, nobody consuming them
+    job_id = new_job(database, {"a.txt": "Alpha."})
+    with database.session() as session:
+        job = session.get_one(Job, job_id)
+        job.lease_until = now() - timedelta(seconds=1)  # its worker died: the deadline has passed
+    environment = {**os.environ, "PLIMSOLL_DATABASE_URL": database_url, "PLIMSOLL_BROKER_URL": REDIS_URL,
+                   "PLIMSOLL_STEP_QUEUE": queue, "PYTHONPATH": str(REPOSITORY)}  # fmt: skip
+    command = [sys.executable, "-m", "celery", "-A", "worker.celery_app:app", "beat", "-s", str(tmp_path / "schedule"),
+               "--loglevel=info"]  # fmt: skip
+    interval = Settings().reconcile_every_seconds  # the default
+    started = time.monotonic()
+    beat = subprocess.Popen(command, cwd=REPOSITORY, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        while client.llen(queue) == BACKLOG:
+            assert beat.poll() is None, beat.stdout.read() if beat.stdout else ""
+            assert time.monotonic() - started < interval + LOCK_INTERVALS * interval + 15, "no reconciler round"
+            time.sleep(0.2)
+        waited = time.monotonic() - started
+    finally:
+        beat.terminate()
+        beat.wait(timeout=20)
+        client.delete(queue)
+    with database.session() as session:
+        job = session.get_one(Job, job_id)
+        assert job.lease_until is not None and job.lease_until > now()  # taken back, a new deadline set
+    assert waited < 2 * interval + 10  # one interval after beat started, not after a thousand steps

@@ -1,0 +1,94 @@
+"""The scheduler: Celery beat, running the reconciler itself instead of queueing it, and only on one machine.
+
+A reconciler sent to the broker waits behind the steps queued before it: behind a backlog every beat used to
+expire unrun, so recovery stalled for minutes. Beat now runs each reconciler round in its own process (one atomic
+``UPDATE … RETURNING`` and the enqueues of what it takes back), so no backlog can delay it and no beat is lost.
+
+Every worker may be started with ``--beat`` (or ``plimsoll beat`` run on several hosts): a lock in Redis
+(``plimsoll:scheduler:<step queue>``, held for ``LOCK_INTERVALS`` reconcile intervals and renewed at every round)
+makes exactly one of them the scheduler; the others stand by and take over within that time when it dies, at
+once when it stops. Without a
+Redis to hold the lock (a RabbitMQ broker and no ``PLIMSOLL_LIMITER_URL``), every beat runs the rounds, which
+is safe: rounds side by side never queue a job twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import redis
+from celery.beat import PersistentScheduler, ScheduleEntry
+from redis.exceptions import RedisError
+from redis.lock import Lock
+
+from models.settings import get_settings
+from worker.services import shared_redis
+
+logger = logging.getLogger(__name__)
+
+RECONCILE_TASK = "plimsoll.reconcile"
+LOCK_NAME = "plimsoll:scheduler"
+LOCK_INTERVALS = 3  # a dead scheduler's lock lapses after this many reconcile intervals
+
+
+class SchedulerLock:
+    """Whether this process is the one scheduler: takes the lock when free, renews it while it holds it."""
+
+    def __init__(self, client: redis.Redis | None, *, seconds: float, name: str = LOCK_NAME) -> None:
+        self._lock: Lock | None = None
+        if client is not None:
+            self._lock = Lock(client, name, timeout=seconds, thread_local=False)
+            self._lock.local.token = uuid.uuid4().hex.encode()  # ours for life: renewed, never re-drawn
+
+    def release(self) -> None:
+        try:
+            if self._lock is not None and self._lock.owned():
+                self._lock.do_release(self._lock.local.token)
+        except RedisError:
+            pass  # it lapses by itself
+
+    def held(self) -> bool:
+        if self._lock is None:
+            return True
+        try:
+            if self._lock.owned():
+                return bool(self._lock.reacquire())
+            token = self._lock.local.token
+            if self._lock.do_acquire(token):
+                logger.info("scheduler: this process is the scheduler now")
+                return True
+            return False
+        except RedisError as error:  # Redis is down: the workers are stalled too; try again at the next round
+            logger.warning("scheduler: the lock could not be checked (%s)", type(error).__name__)
+            return False
+
+
+class ReconcilingScheduler(PersistentScheduler):  # type: ignore[misc]  # Celery is untyped
+    """Celery beat's scheduler, with the reconciler run in place rather than sent, by the lock's holder only."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        settings = get_settings()
+        seconds = LOCK_INTERVALS * settings.reconcile_every_seconds
+        name = f"{LOCK_NAME}:{self.app.conf.task_default_queue}"  # one scheduler per service sharing the Redis
+        self.scheduler_lock = SchedulerLock(shared_redis(settings), seconds=seconds, name=name)
+
+    def close(self) -> None:
+        self.scheduler_lock.release()  # a beat that stops hands over at once
+        super().close()
+
+    def apply_entry(self, entry: ScheduleEntry, producer: Any = None) -> None:
+        if entry.task != RECONCILE_TASK:
+            super().apply_entry(entry, producer=producer)
+            return
+        if not self.scheduler_lock.held():
+            return
+        from worker.tasks import reconcile_now  # the tasks module imports the app: import it once beat runs
+
+        try:
+            queued = reconcile_now()
+            logger.info("scheduler: reconciler round done, %d jobs queued again", queued)
+        except Exception:
+            logger.exception("scheduler: a reconciler round failed; the next one follows")
