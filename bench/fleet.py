@@ -27,8 +27,8 @@ from typing import Any
 import redis
 from sqlalchemy import select
 
-from bench.chaos import _code_version
 from bench.chaos_services import Processes
+from bench.provenance import header
 from bench.report import table
 from bench.stack import REDIS_URL, fresh_database
 from demo.chapters import chapters
@@ -302,7 +302,9 @@ def render(workload: Workload, results: list[Result]) -> str:
     lines = [
         "# A fleet under a provider limit",
         "",
-        f"`python -m bench.fleet{' --scaled' if workload == SCALED else ''}` at commit {_code_version(ROOT)}: "
+        header("python -m bench.fleet" + (" --scaled" if workload == SCALED else " --write")),
+        "",
+        "Runs: "
         f"{workload.workers} workers × {workload.processes} processes, tenant A {workload.jobs} jobs of "
         f"{workload.documents} documents of {workload.chars:,} characters, tenant B one job of "
         f"{workload.small_documents}; emulator limit {workload.input_tokens_per_minute:,} input tokens/min "
