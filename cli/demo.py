@@ -71,7 +71,7 @@ def summary(report: DemoReport) -> Table:
         ("largest request (real tokens)", f"{report.max_request:,}"),
         ("budget per request", f"{report.budget:,}"),
         ("model's hard limit", f"{report.limit:,}"),
-        ("largest estimate", f"{report.max_estimate:,}"),
+        ("largest estimate (before calibration)", f"{report.max_estimate:,}"),
         ("results cleared in one request, at most", f"{report.cleared_at_most}"),
         ("stage reached", report.stage_reached),
         ("cache-read share of input", f"{report.cache_read_share:.0%}"),

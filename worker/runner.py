@@ -94,8 +94,10 @@ class Outcome:
     retry_in: float | None = None
 
     def summary(self) -> dict[str, Any]:
-        """What Flower shows as the task's result."""
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        """What Flower shows as the task's result, the most telling first: Flower cuts the column short, and its
+        args column already names the job and the step."""
+        order = ("status", "action", "stage", "estimated_tokens", "reported_tokens", "retry_in", "job_id", "step")
+        return {k: getattr(self, k) for k in order if getattr(self, k) is not None}
 
 
 @dataclass

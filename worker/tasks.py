@@ -80,7 +80,7 @@ def run_step_task(self: Task, job_id: int, step: int | None = None) -> dict[str,
     STEPS.labels(outcome.action).inc()
     if outcome.action == "finished" and outcome.status == JobStatus.FAILED:
         raise JobFailed(outcome.job_id, outcome.step, outcome.stage, _why_failed(outcome.job_id))
-    return {"status": outcome.status, **outcome.summary()}  # Flower cuts the result short: the status first
+    return outcome.summary()
 
 
 def _why_failed(job_id: int) -> str | None:
