@@ -5,14 +5,18 @@ thread pool consuming it, the test PostgreSQL database and the emulator as the m
   environment as in production, for the whole session.
 - ``celery_worker``: a started worker; steps enqueued through ``worker.queue.enqueue_step`` run on it.
 - ``sentry_events``: Sentry initialised with a transport that keeps events in a list (nothing leaves the machine).
+- Around every test, what the shared rate limiter in Redis learned (limits, the fleet's share, reservations) is
+  forgotten, so that one test's limits never throttle the next.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 import sentry_sdk
 from sentry_sdk.transport import Transport
 
@@ -35,6 +39,19 @@ def worker_environment(database_url: str, emulator: EmulatorServer) -> Iterator[
     }
     with environment(values):
         yield values
+
+
+@pytest.fixture(autouse=True)
+def forget_learned_rate_limits() -> Iterator[None]:
+    _forget_rate_limits()
+    yield
+    _forget_rate_limits()
+
+
+def _forget_rate_limits() -> None:
+    with contextlib.suppress(redis.ConnectionError), redis.Redis.from_url(REDIS_URL) as client:
+        for key in client.scan_iter("plimsoll:ratelimit:*", count=1_000):
+            client.delete(key)
 
 
 @pytest.fixture(scope="session")
