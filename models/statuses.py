@@ -16,7 +16,13 @@ class JobStatus(enum.StrEnum):
 
     @property
     def finished(self) -> bool:
-        return self not in (JobStatus.QUEUED, JobStatus.RUNNING)
+        return self not in UNFINISHED
+
+
+UNFINISHED = (JobStatus.QUEUED, JobStatus.RUNNING)
+"""A job in these may still take a step; every other status is an end."""
+
+FINISHED = tuple(status for status in JobStatus if status.finished)
 
 
 class JobKind(enum.StrEnum):
