@@ -195,7 +195,9 @@ class JobView(BaseModel):
     locale: str
     strategy: str
     safety_net: bool
-    compaction: str
+    compaction: str | None = Field(
+        default=None, description="auto, off or summarize_all; null only from a server older than this field"
+    )
     progress: Progress
     usage: Usage
     retries: int
