@@ -22,8 +22,6 @@ class JobStatus(enum.StrEnum):
 UNFINISHED = (JobStatus.QUEUED, JobStatus.RUNNING)
 """A job in these may still take a step; every other status is an end."""
 
-FINISHED = tuple(status for status in JobStatus if status.finished)
-
 
 class JobKind(enum.StrEnum):
     MAIN = "main"
