@@ -27,6 +27,7 @@ from api.schemas import (
     Page,
     StepView,
 )
+from models.options import JobOptions
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -103,32 +104,11 @@ class PlimsollClient:
     # Jobs
 
     def create_job(
-        self,
-        instruction: str,
-        document_ids: Sequence[int] = (),
-        *,
-        model: str | None = None,
-        budget: int | None = None,
-        locale: str | None = None,
-        strategy: str = "plimsoll",
-        safety_net: bool = True,
-        compaction: str | None = None,
-        max_steps: int | None = None,
-        max_input_tokens: int | None = None,
+        self, instruction: str, document_ids: Sequence[int] = (), options: JobOptions | None = None
     ) -> JobView:
-        job = JobIn(
-            instruction=instruction,
-            document_ids=list(document_ids),
-            model=model,
-            budget=budget,
-            locale=locale,
-            strategy=strategy,
-            safety_net=safety_net,
-            compaction=compaction,
-            max_steps=max_steps,
-            max_input_tokens=max_input_tokens,
-        )
-        return self.submit_job(job)
+        """A job over the documents, run with ``options`` (the server's defaults for those not given)."""
+        chosen = options.chosen() if options else {}
+        return self.submit_job(JobIn(instruction=instruction, document_ids=list(document_ids), **chosen))
 
     def submit_job(self, job: JobIn) -> JobView:
         return self._send("POST", "/v1/jobs", JobView, json=job.model_dump(exclude_none=True))
@@ -161,7 +141,7 @@ class PlimsollClient:
 
     def continue_job(self, job_id: int, next_step: ContinueIn) -> JobView:
         """A new job that continues job ``job_id`` in a new chat, from a hand-over of it and ``next_step``."""
-        body = next_step.model_dump(exclude_none=True)
+        body = next_step.model_dump(exclude_unset=True, exclude_none=True)  # options left out are the old job's
         return self._send("POST", f"/v1/jobs/{job_id}/continue", JobView, json=body)
 
     # Notices

@@ -9,7 +9,7 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from models.errors import NotFound
-from models.tables import Document, Job, Message, Notice, Step
+from models.tables import Document, Job, JobStatus, Message, Notice, Step
 
 Row = TypeVar("Row")
 
@@ -31,7 +31,7 @@ def document_of(session: Session, *, tenant_id: int, document_id: int) -> Docume
     return document
 
 
-def jobs_query(*, tenant_id: int, kind: str | None = None, status: str | None = None) -> Select[Job]:
+def jobs_query(*, tenant_id: int, kind: str | None = None, status: JobStatus | None = None) -> Select[Job]:
     query = select(Job).where(Job.tenant_id == tenant_id).order_by(Job.id.desc())
     if kind is not None:
         query = query.where(Job.kind == kind)

@@ -7,8 +7,9 @@ from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from api.constants import MAX_ID, MAX_INT
-from plimsoll.notices import check_locale
+from api.constants import MAX_ID
+from models.options import JobOptions
+from models.statuses import JobStatus
 
 T = TypeVar("T")
 
@@ -81,56 +82,18 @@ class DocumentsCreated(BaseModel):
 # Jobs
 
 
-class JobIn(Input):
+class JobIn(JobOptions, Input):
+    """A job to create: what to do, over which documents, and its options (models/options.py)."""
+
     instruction: str = Field(description="what the agent should do")
     document_ids: list[Id] = Field(default_factory=list, description="the documents the job may read")
-    model: str | None = Field(default=None, description="a model of the catalogue; default from the settings")
-    budget: int | None = Field(
-        default=None,
-        le=MAX_INT,
-        description="input tokens per request; default: the model's, at most its limit less its reply",
-    )
-    locale: str | None = Field(
-        default=None,
-        max_length=16,
-        pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$",
-        examples=["en", "cs-CZ"],
-        description="the language of the notices: en or cs, a region may follow; default from the settings",
-    )
-    strategy: str = Field(
-        default="plimsoll", description="plimsoll, or original / legacy / unbatched to reproduce old failures"
-    )
-    safety_net: bool = Field(default=True, description="tell the agent that old tool results are cleared")
-    compaction: str | None = Field(
-        default=None, description="auto: summarize what stages 2-3 would drop; off: drop it (default: auto)"
-    )
-    max_steps: int | None = Field(
-        default=None, ge=1, le=100_000, description="stop the job after this many steps; default from the settings"
-    )
-    max_input_tokens: int | None = Field(
-        default=None,
-        ge=1_000,
-        le=10**12,
-        description="stop the job before its requests add up to more input tokens; default from the settings",
-    )
-    allow_retired_model: bool = Field(
-        default=False, description="run a new job on a retired model anyway (the provider may refuse it)"
-    )
-
-    @field_validator("locale")
-    @classmethod
-    def known_locale(cls, value: str | None) -> str | None:
-        return None if value is None else check_locale(value)
 
 
-class ContinueIn(Input):
+class ContinueIn(JobOptions, Input):
+    """The next step, for a new chat. Options left out are the old job's (its budget at most what the model
+    takes), but the strategy: Plimsoll's unless given."""
+
     instruction: str = Field(min_length=1, description="the next step, for the new chat")
-    model: str | None = Field(default=None, description="default: the old job's model")
-    budget: int | None = Field(default=None, le=MAX_INT, description="default: the old job's budget")
-    strategy: str = Field(default="plimsoll", description="how the new job fits its requests")
-    allow_retired_model: bool = Field(
-        default=False, description="run a new job on a retired model anyway (the provider may refuse it)"
-    )
 
 
 class JobCheck(BaseModel):
@@ -141,6 +104,7 @@ class JobCheck(BaseModel):
     hard_limit: int
     max_steps: int
     max_input_tokens: int
+    compaction: str
     warnings: list[str] = Field(default_factory=list, description="e.g. the model is deprecated or retired")
     max_document_chars: int = Field(description="the most characters one document may have: upload no larger file")
 
@@ -196,7 +160,7 @@ class LastRequest(Schema):
 
 class ChildJob(BaseModel):
     id: int
-    status: str
+    status: JobStatus
     error: str | None = Field(description="why it did not finish, if it did not")
     steps_done: int = Field(description="steps the subagent has completed")
 
@@ -205,7 +169,7 @@ class JobSummary(Schema):
     id: int
     kind: str
     parent_id: int | None
-    status: str
+    status: JobStatus
     model: str
     steps_done: int
     instruction_excerpt: str
@@ -222,7 +186,7 @@ class JobView(BaseModel):
     id: int
     kind: str
     parent_id: int | None
-    status: str
+    status: JobStatus
     instruction: str
     model: str
     provider: str
@@ -231,6 +195,9 @@ class JobView(BaseModel):
     locale: str
     strategy: str
     safety_net: bool
+    compaction: str | None = Field(
+        default=None, description="auto, off or summarize_all; null only from a server older than this field"
+    )
     progress: Progress
     usage: Usage
     retries: int

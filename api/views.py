@@ -12,7 +12,7 @@ from models.catalogue import CATALOGUE, lifecycle_warning
 from models.continuation import continuation_of
 from models.history import distinct_read, read_calls
 from models.jobs import children_of, last_step
-from models.tables import Document, Job, JobStatus, Step
+from models.tables import Document, Job, Step
 from models.usage import cost_vs_uncached
 
 EXCERPT_CHARS = 120
@@ -37,11 +37,12 @@ def job_view(session: Session, job: Job) -> JobView:
         locale=job.locale,
         strategy=job.strategy,
         safety_net=job.safety_net,
+        compaction=job.compaction,
         progress=Progress(
             steps_done=job.step,
             documents_total=len(names),
             documents_read=distinct_read(calls, names),
-            reading=None if JobStatus(job.status).finished else reading(session, job, calls),
+            reading=None if job.status.finished else reading(session, job, calls),
         ),
         usage=usage_of(job),
         retries=job.retries,

@@ -37,6 +37,7 @@ from models.db import Database
 from models.documents import add_document
 from models.jobs import create_job
 from models.migrate import upgrade
+from models.options import JobOptions
 from models.tenants import create_tenant
 
 RESULTS = CODE_DIR / "bench" / "results" / "chaos.md"
@@ -250,7 +251,7 @@ def _create(database: Database, texts: dict[str, str], deadline: float) -> int |
                     tenant_id=tenant.id,
                     instruction=INSTRUCTION,
                     document_ids=ids,
-                    budget=JOB_BUDGET,
+                    options=JobOptions(budget=JOB_BUDGET),
                 )
                 return job.id
         except SQLAlchemyError:

@@ -14,9 +14,8 @@ from sqlalchemy import func, select
 
 from demo.run import notes_matching
 from models.db import Database
+from models.statuses import UNFINISHED, JobStatus
 from models.tables import Job, Message, Notice, Step
-
-UNFINISHED = ("queued", "running")
 
 
 @dataclass(frozen=True)
@@ -110,15 +109,16 @@ def _check_one(checks: Checks, job: Job, seqs: list[int], steps: list[int], call
 def _check_outcome(checks: Checks, job: Job, submitted: Submitted, notices: int) -> None:
     if submitted.too_long:
         checks.too_long_jobs += 1
-        if job.status == "needs_new_chat" and notices == 1:
+        if job.status == JobStatus.NEEDS_NEW_CHAT and notices == 1:
             checks.too_long_ok += 1
         else:
             checks.problems.append(f"job {job.id} (too long): {job.status}, {notices} notice(s)")
         return
-    if job.status not in UNFINISHED and job.status != "succeeded":
+    if job.status.finished and job.status != JobStatus.SUCCEEDED:
         checks.unexpected_end.append(job.id)
         checks.problems.append(f"job {job.id}: ended {job.status}")
-    if job.status == "succeeded" and notes_matching(job.final_answer or "", submitted.texts) != set(submitted.texts):
+    succeeded = job.status == JobStatus.SUCCEEDED
+    if succeeded and notes_matching(job.final_answer or "", submitted.texts) != set(submitted.texts):
         checks.notes_wrong.append(job.id)
         checks.problems.append(f"job {job.id}: succeeded, but its notes do not match its documents")
 

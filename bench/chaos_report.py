@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from bench.chaos_result import ChaosResult
 from bench.provenance import header
 from bench.report import table
+from models.statuses import JobStatus
 
 RECOVERY_GOAL_SECONDS = 120.0
 # Sentry event types that are about a too-long request (the SDK reports the exception's class name).
@@ -29,7 +30,7 @@ def goals(result: ChaosResult) -> list[Goal]:
         n for kind, n in result.emulator_rejections.items() if kind in ("too_long", "too_long_with_max_tokens")
     )
     too_long_events = sum(n for kind, n in result.sentry.items() if kind in TOO_LONG_KINDS)
-    failed = sum(n for state, n in checks.jobs_by_state.items() if state == "failed")
+    failed = sum(n for state, n in checks.jobs_by_state.items() if state == JobStatus.FAILED)
     events = sum(result.sentry.values())
     return [
         Goal("0 jobs stuck", not checks.stuck, f"{len(checks.stuck)} stuck"),

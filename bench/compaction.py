@@ -36,6 +36,7 @@ from models.db import Database
 from models.documents import add_document
 from models.history import all_messages, append_messages
 from models.jobs import create_job, steps_of
+from models.options import JobOptions
 from models.prices import FIVE_MINUTES
 from models.settings import Settings
 from models.tables import Document, Job, JobDocument, JobKind, Summary
@@ -109,9 +110,7 @@ def run_job(database: Database, services: Services, workload: Workload, policy: 
             instruction=BY_TURNS if workload.by_turns else LONG_OUTPUT,
             document_ids=[] if workload.by_turns else ids,
             kind=JobKind.SUBAGENT,
-            budget=workload.budget,
-            compaction=policy,
-            max_steps=12 * workload.documents,
+            options=JobOptions(budget=workload.budget, compaction=policy, max_steps=12 * workload.documents),
         )
         if workload.by_turns:  # the documents reach the job through the person's messages, not its first one
             job.documents = [

@@ -36,6 +36,7 @@ from emulator import EmulatorConfig, EmulatorServer
 from models.db import Database
 from models.documents import add_document
 from models.jobs import create_job
+from models.options import JobOptions
 from models.tables import Job, JobKind, JobStatus
 from models.tenants import create_tenant
 
@@ -209,7 +210,7 @@ def submit(database: Database, tenant: str, documents: int, workload: Workload) 
             instruction="Check each chapter against the notes and report one fact of each.",
             document_ids=ids,
             kind=JobKind.SUBAGENT,
-            model=MODEL,
+            options=JobOptions(model=MODEL),
         )
         return job.id
 

@@ -34,6 +34,7 @@ from demo.run import notes_matching
 from emulator import EmulatorConfig, EmulatorServer
 from models.db import Database
 from models.history import documents_read
+from models.options import JobOptions
 from models.prices import FIVE_MINUTES
 from models.tables import Job, JobStatus, Step
 from models.tenants import create_tenant
@@ -147,12 +148,12 @@ def upload(stack: Stack, texts: dict[str, str]) -> list[int]:
         return [client.add_document(name=name, content=text).id for name, text in texts.items()]
 
 
-def submit(stack: Stack, documents: list[int], **job: Any) -> int:
+def submit(stack: Stack, documents: list[int], options: JobOptions) -> int:
     with PlimsollClient(stack.api_url, stack.api_key) as client:
         created = client.create_job(
             instruction="Check every chapter against the notes, one by one, and report on each.",
             document_ids=documents,
-            **job,
+            options=options,
         )
     return created.id
 
@@ -189,7 +190,7 @@ def eight_subagents(
         stack.emulator.reset()
         stack.emulator.configure(limit=scale.limit, delegate_group=scale.chapters_per_subagent)
         started = time.monotonic()
-        job_id = submit(stack, documents, budget=scale.budget, strategy=name)
+        job_id = submit(stack, documents, JobOptions(budget=scale.budget, strategy=name))
         wait_for(stack.database, job_id, timeout=1_800)
         configuration = Configuration(name, seconds=time.monotonic() - started)
         with stack.database.session() as session:
@@ -208,7 +209,7 @@ def space_anxious(stack: Stack, scale: Scale) -> list[AnxiousRun]:
         stack.emulator.reset()
         # One agent reads everything itself (no delegating), as in the write-up.
         stack.emulator.configure(limit=scale.limit, anxious=True, delegate_group=len(texts) + 1)
-        job_id = submit(stack, documents, budget=scale.budget, safety_net=safety_net)
+        job_id = submit(stack, documents, JobOptions(budget=scale.budget, safety_net=safety_net))
         job = wait_for(stack.database, job_id, timeout=1_800)
         with stack.database.session() as session:
             done = subagent_of(session, job, texts)

@@ -20,6 +20,7 @@ from models.db import Database
 from models.documents import add_document
 from models.history import append_messages
 from models.jobs import create_job, steps_of
+from models.options import JobOptions
 from models.settings import Settings
 from models.tables import Job, JobKind
 from models.tenants import create_tenant
@@ -37,7 +38,12 @@ def job_with_history(database: Database, stored: int, texts: dict[str, str]) -> 
         tenant, _ = create_tenant(session, name=f"overhead-{uuid.uuid4().hex[:8]}")
         ids = [add_document(session, tenant_id=tenant.id, name=n, content=t).id for n, t in texts.items()]
         job = create_job(
-            session, tenant_id=tenant.id, instruction="Read.", document_ids=ids, kind=JobKind.SUBAGENT, budget=400_000
+            session,
+            tenant_id=tenant.id,
+            instruction="Read.",
+            document_ids=ids,
+            kind=JobKind.SUBAGENT,
+            options=JobOptions(budget=400_000),
         )
         rounds: list[dict[str, Any]] = []
         for index in range((stored - 1) // 2):

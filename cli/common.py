@@ -84,6 +84,19 @@ def usage_error(error: ValidationError) -> NoReturn:
     raise typer.Exit(2)
 
 
+def job_options(flags: dict[str, Any]) -> dict[str, Any]:
+    """The job options among a command's flags (``locals()``; a flag carries its option's name), those given:
+    the option's model (models/options.py) checks them and says what the defaults are."""
+    from models.options import JobOptions
+
+    return {name: value for name, value in flags.items() if name in JobOptions.model_fields and value is not None}
+
+
+AllowRetiredModel = Annotated[
+    bool, typer.Option("--allow-retired-model", help="Run on a retired model anyway (the provider may refuse it).")
+]
+
+
 def require_database_setting(what: str) -> None:
     """End the command (exit code 1) unless a database is configured: without PLIMSOLL_DATABASE_URL the default
     is a SQLite file under var/ wherever the command runs, which only the embedded service

@@ -6,7 +6,20 @@ from typing import Annotated
 
 import typer
 
-from cli.common import DEFAULT_API_URL, ApiKey, ApiUrl, Interval, JobId, Json, api, consoles, plain, usage_error
+from cli.common import (
+    DEFAULT_API_URL,
+    AllowRetiredModel,
+    ApiKey,
+    ApiUrl,
+    Interval,
+    JobId,
+    Json,
+    api,
+    consoles,
+    job_options,
+    plain,
+    usage_error,
+)
 from cli.jobs import follow
 
 app = typer.Typer()
@@ -20,9 +33,7 @@ def continue_job(
     model: Annotated[str | None, typer.Option(help="A model of the catalogue (default: the old job's).")] = None,
     budget: Annotated[int | None, typer.Option(help="Input tokens per request (default: the old job's).")] = None,
     strategy: Annotated[str, typer.Option(help="How the new job fits its requests.")] = "plimsoll",
-    allow_retired_model: Annotated[
-        bool, typer.Option("--allow-retired-model", help="Run on a retired model anyway (the provider may refuse it).")
-    ] = False,
+    allow_retired_model: AllowRetiredModel = False,
     wait: Annotated[bool, typer.Option("--wait", help="Watch the new job until it finishes.")] = False,
     interval: Interval = 1.0,
     as_json: Json = False,
@@ -36,13 +47,7 @@ def continue_job(
 
     err = consoles()[1]
     try:
-        next_step = ContinueIn(
-            instruction=instruction,
-            model=model,
-            budget=budget,
-            strategy=strategy,
-            allow_retired_model=allow_retired_model,
-        )
+        next_step = ContinueIn(instruction=instruction, **job_options(locals()))
     except ValidationError as error:
         usage_error(error)
     with api(api_url, api_key) as client:

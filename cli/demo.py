@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cli.common import Json, print_json
+from models.statuses import JobStatus
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -53,7 +54,7 @@ def demo(
         print_json(asdict(report))
     else:
         console.print(summary(report))
-    if report.status != "succeeded" or report.chapters_read != report.chapters:
+    if report.status != JobStatus.SUCCEEDED or report.chapters_read != report.chapters:
         raise typer.Exit(1)
 
 

@@ -13,6 +13,7 @@ import typer
 
 from cli.common import (
     DEFAULT_API_URL,
+    AllowRetiredModel,
     ApiKey,
     ApiUrl,
     Interval,
@@ -23,6 +24,7 @@ from cli.common import (
     api,
     consoles,
     fail,
+    job_options,
     plain,
     print_json,
     table,
@@ -74,9 +76,7 @@ def submit(
     max_input_tokens: Annotated[
         int | None, typer.Option(help="Stop the job before its requests add up to more input tokens.")
     ] = None,
-    allow_retired_model: Annotated[
-        bool, typer.Option("--allow-retired-model", help="Run on a retired model anyway (the provider may refuse it).")
-    ] = False,
+    allow_retired_model: AllowRetiredModel = False,
     wait: Annotated[bool, typer.Option("--wait", help="Watch the job until it finishes.")] = False,
     interval: Interval = 1.0,
     as_json: Json = False,
@@ -91,18 +91,7 @@ def submit(
 
     err = consoles()[1]
     try:
-        job = JobIn(
-            instruction=instruction,
-            model=model,
-            budget=budget,
-            locale=locale,
-            strategy=strategy,
-            safety_net=safety_net,
-            compaction=compaction,
-            max_steps=max_steps,
-            max_input_tokens=max_input_tokens,
-            allow_retired_model=allow_retired_model,
-        )
+        job = JobIn(instruction=instruction, **job_options(locals()))
     except ValidationError as error:
         usage_error(error)
     with api(api_url, api_key) as client:
@@ -140,7 +129,7 @@ def over_the_limit(path: Path, max_chars: int) -> str | None:
 def follow(client: PlimsollClient, created: JobView, *, wait: bool, as_json: bool, interval: float) -> None:
     """After a job was created: print its id (or, with --json, the job), and with --wait follow it to its end
     and exit with its exit code."""
-    from api.watch import watch_job
+    from cli.watch import watch_job
 
     out, err = consoles()
     if not wait:
@@ -175,10 +164,9 @@ def _create(client: PlimsollClient, job: JobIn, uploaded: DocumentsCreated) -> J
 def wait_quietly(client: PlimsollClient, job_id: int, *, interval: float) -> JobView:
     """Poll until the job finishes, showing nothing (for --json)."""
     from api.client import ApiUnreachable
-    from api.watch import FINISHED
 
     job = client.job(job_id)
-    while job.status not in FINISHED:
+    while not job.status.finished:
         time.sleep(interval)
         try:
             job = client.job(job_id)
@@ -191,7 +179,7 @@ def wait_quietly(client: PlimsollClient, job_id: int, *, interval: float) -> Job
 def watch(job: JobId, api_key: ApiKey = "", interval: Interval = 1.0, as_json: Json = False,
           api_url: ApiUrl = DEFAULT_API_URL) -> None:  # fmt: skip
     """Follow a job until it finishes, then print its answer or its notice (exit code 0 only if it succeeded)."""
-    from api.watch import watch_job
+    from cli.watch import watch_job
 
     out, err = consoles()
     with api(api_url, api_key) as client:

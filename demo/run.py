@@ -22,6 +22,7 @@ from models.documents import add_document
 from models.history import documents_read
 from models.jobs import create_job, steps_of
 from models.migrate import upgrade
+from models.options import JobOptions
 from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus, Step
 from models.tenants import create_tenant
@@ -125,8 +126,7 @@ def _submit(database: Database, texts: dict[str, str], budget: int) -> int:
             tenant_id=tenant.id,
             instruction=INSTRUCTION,
             document_ids=ids,
-            model="plimsoll-emulator",
-            budget=budget,
+            options=JobOptions(model="plimsoll-emulator", budget=budget),
             kind=JobKind.SUBAGENT,
         )
         return job.id

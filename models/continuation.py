@@ -12,8 +12,9 @@ from models.catalogue import UnknownModel, model_spec
 from models.errors import Conflict, InvalidInput
 from models.history import documents_read
 from models.jobs import children_of, create_job, job_of
+from models.options import JobOptions
 from models.settings import get_settings
-from models.tables import Job, JobKind, JobStatus, Message
+from models.tables import Job, JobKind, Message
 from plimsoll.handover import handover
 
 HANDOVER_SHARE = 4  # the hand-over takes at most a quarter of the new job's budget
@@ -25,28 +26,27 @@ def continue_job(
     tenant_id: int,
     job_id: int,
     instruction: str,
-    budget: int | None = None,
-    model: str | None = None,
-    strategy: str = "plimsoll",
-    allow_retired_model: bool = False,
+    options: JobOptions | None = None,
 ) -> Job:
-    """A queued job that continues job ``job_id`` with ``instruction`` as its next step. It fits its requests
-    with ``strategy`` (Plimsoll's by default, also after a job that reproduced an old failure)."""
+    """A queued job that continues job ``job_id`` with ``instruction`` as its next step. It runs with the old
+    job's options but those given in ``options``; its budget is the old one's at most what the model takes, and
+    its strategy is the one given (Plimsoll's by default, also after a job that reproduced an old failure)."""
+    given = options or JobOptions()
     old = job_of(session, tenant_id=tenant_id, job_id=job_id)
     if old.kind != JobKind.MAIN:
         raise Conflict(f"job {job_id} is a subagent; continue its main job {old.parent_id} instead")
-    if not JobStatus(old.status).finished:
+    if not old.status.finished:
         raise Conflict(f"job {job_id} is still {old.status}; cancel it or wait for it to end first")
     already = continuation_of(session, job_id)
     if already is not None:
         raise Conflict(f"job {job_id} was already continued as job {already.id}")
     settings = get_settings()
-    name = model or old.model
+    name = given.model or old.model
     try:
         spec = model_spec(name, settings.models)
     except UnknownModel as error:
         raise InvalidInput(str(error)) from None
-    new_budget = budget or min(old.budget, spec.max_budget)
+    new_budget = given.budget or min(old.budget, spec.max_budget)
     names = [d.name for d in old.documents]
     children = children_of(session, old.id)
     read = set(documents_read(session, job_ids=[old.id, *(c.id for c in children)], names=names))
@@ -67,12 +67,9 @@ def continue_job(
         tenant_id=tenant_id,
         instruction=written.text,
         document_ids=[d.document_id for d in old.documents],
-        model=name,
-        budget=new_budget,
-        locale=old.locale,
-        strategy=strategy,
-        safety_net=old.safety_net,
-        allow_retired_model=allow_retired_model,
+        options=JobOptions.of(old).model_copy(
+            update=given.chosen() | {"model": name, "budget": new_budget, "strategy": given.strategy}
+        ),
     )
     new.continued_from_id = old.id
     return new

@@ -11,7 +11,8 @@ from sqlalchemy.orm import Session
 
 from models.errors import Conflict, InvalidInput, NotFound
 from models.settings import get_settings
-from models.tables import Document, Job, JobDocument, JobStatus
+from models.statuses import UNFINISHED
+from models.tables import Document, Job, JobDocument
 from plimsoll import estimate_tokens
 
 MAX_NAME_CHARS = 255
@@ -80,7 +81,7 @@ def delete_document(session: Session, *, tenant_id: int, document_id: int) -> No
     users = (
         select(Job.id)
         .join(JobDocument, JobDocument.job_id == Job.id)
-        .where(JobDocument.document_id == document_id, Job.status.in_((JobStatus.QUEUED, JobStatus.RUNNING)))
+        .where(JobDocument.document_id == document_id, Job.status.in_(UNFINISHED))
     )
     unfinished = list(session.scalars(users.order_by(Job.id)))
     if unfinished:

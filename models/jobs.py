@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -14,11 +14,11 @@ from models.documents import documents_of
 from models.errors import InvalidInput, NotFound
 from models.history import append_messages
 from models.model_facts import learned_limits, model_calibration
+from models.options import STRATEGIES, JobOptions
 from models.settings import get_settings
 from models.tables import Job, JobDocument, JobKind, JobStatus, Step, now
 from plimsoll.compaction import POLICIES
 
-STRATEGIES = ("plimsoll", "original", "legacy", "unbatched")
 CALIBRATED = ("plimsoll", "unbatched")  # the reproductions of the published failures run uncorrected
 COMPACTION = "auto"  # the default: see bench/results/compaction.md
 
@@ -37,23 +37,18 @@ def create_job(
     tenant_id: int,
     instruction: str,
     document_ids: Sequence[int] = (),
-    model: str | None = None,
-    budget: int | None = None,
+    options: JobOptions | None = None,
     kind: str = JobKind.MAIN,
     parent: Job | None = None,
     parent_tool_use_id: str | None = None,
-    locale: str | None = None,
-    strategy: str = "plimsoll",
-    safety_net: bool = True,
-    compaction: str | None = None,
-    max_steps: int | None = None,
-    max_input_tokens: int | None = None,
-    allow_retired_model: bool = False,
     check_only: bool = False,
 ) -> Job:
-    """A queued job with its opening message stored. Every check happens before anything is written; with
-    ``check_only`` nothing is: the job is answered unsaved (no id taken from the sequence). A new main job on a
-    retired model is refused unless ``allow_retired_model``; a subagent follows its main job."""
+    """A queued job with its opening message stored, run with ``options`` (the defaults for those not given).
+    Every check happens before anything is written; with ``check_only`` nothing is: the job is answered unsaved
+    (no id taken from the sequence). A new main job on a retired model is refused unless the options allow it; a
+    subagent follows its main job."""
+    options = options or JobOptions()
+    strategy = options.strategy
     settings = get_settings()
     if not instruction.strip():
         raise InvalidInput("the instruction is empty")
@@ -67,26 +62,28 @@ def create_job(
         raise InvalidInput("a document is listed twice")
     if strategy not in STRATEGIES:
         raise InvalidInput(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
-    compaction = COMPACTION if compaction is None else compaction
+    compaction = COMPACTION if options.compaction is None else options.compaction
     if compaction not in POLICIES:
         raise InvalidInput(f"unknown compaction {compaction!r}; known: {', '.join(POLICIES)}")
-    name = model or settings.default_model
+    name = options.model or settings.default_model
     known = learned_limits(session, name)
     try:
         spec = model_spec(name, settings.models, learned=known[:2] if known else None)
     except UnknownModel as error:
         raise InvalidInput(str(error)) from None
     refusal = retired_refusal(spec)
-    if refusal and parent is None and not allow_retired_model:
+    if refusal and parent is None and not options.allow_retired_model:
         raise InvalidInput(refusal)
-    budget = spec.default_budget if budget is None else budget
+    budget = spec.default_budget if options.budget is None else options.budget
     if not MIN_BUDGET <= budget <= spec.max_budget:
         raise InvalidInput(
             f"the budget must be between {MIN_BUDGET:,} and {spec.max_budget:,} tokens for {spec.name} "
             f"(its context limit of {spec.context_limit:,} less {spec.max_output_tokens:,} for the reply)"
         )
-    max_steps = settings.max_steps_per_job if max_steps is None else max_steps
-    max_input_tokens = settings.max_input_tokens_per_job if max_input_tokens is None else max_input_tokens
+    max_steps = settings.max_steps_per_job if options.max_steps is None else options.max_steps
+    max_input_tokens = (
+        settings.max_input_tokens_per_job if options.max_input_tokens is None else options.max_input_tokens
+    )
     if max_steps < 1:
         raise InvalidInput("max_steps must be at least 1")
     if max_input_tokens < budget:
@@ -107,9 +104,9 @@ def create_job(
         budget=budget,
         hard_limit=spec.context_limit,
         max_output_tokens=spec.max_output_tokens,
-        locale=locale or settings.default_locale,
+        locale=options.locale or settings.default_locale,
         strategy=strategy,
-        safety_net=safety_net,
+        safety_net=options.safety_net,
         compaction=compaction,
         status=JobStatus.QUEUED,
         calibration=model_calibration(session, spec.name, spec.profile) if strategy in CALIBRATED else {},
@@ -129,6 +126,15 @@ def create_job(
     listed = names if parent is None else []
     append_messages(session, job, [opening_message(instruction, listed)], step=0)
     return job
+
+
+def end_job(job: Job, status: JobStatus, *, error: str | None = None, at: datetime | None = None) -> None:
+    """The one way a job ends (the runner's every end, a cancellation): its final status, when (``at``, or now),
+    why if it did not succeed; and no deadline, so the reconciler leaves it be."""
+    job.status, job.finished_at = status, at or now()
+    job.lease_owner, job.lease_until = None, None
+    if error:
+        job.error = error
 
 
 def job_of(session: Session, *, tenant_id: int, job_id: int) -> Job:

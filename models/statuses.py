@@ -16,7 +16,11 @@ class JobStatus(enum.StrEnum):
 
     @property
     def finished(self) -> bool:
-        return self not in (JobStatus.QUEUED, JobStatus.RUNNING)
+        return self not in UNFINISHED
+
+
+UNFINISHED = (JobStatus.QUEUED, JobStatus.RUNNING)
+"""A job in these may still take a step; every other status is an end."""
 
 
 class JobKind(enum.StrEnum):

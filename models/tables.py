@@ -5,7 +5,20 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -14,6 +27,19 @@ from models.statuses import JobStatus as JobStatus
 
 Json = JSON().with_variant(JSONB(), "postgresql")
 Id = BigInteger().with_variant(Integer(), "sqlite")  # SQLite autoincrements only INTEGER primary keys
+
+
+class StatusColumn(TypeDecorator[JobStatus]):
+    """A job's status, stored as its text (a VARCHAR, as the migrations made it) and read back as a JobStatus."""
+
+    impl = String(20)
+    cache_ok = True
+
+    def process_bind_param(self, value: JobStatus | None, dialect: Dialect) -> str | None:
+        return None if value is None else JobStatus(value).value
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> JobStatus | None:
+        return None if value is None else JobStatus(value)
 
 
 def now() -> datetime:
@@ -93,7 +119,7 @@ class Job(Base):
     # What stages 2 and 3 would drop is summarized first ("auto"), or not ("off"); "summarize_all" is the
     # summarize-everything baseline of the benchmark (plimsoll.compaction).
     compaction: Mapped[str] = mapped_column(String(16), default="auto")
-    status: Mapped[str] = mapped_column(String(20), default=JobStatus.QUEUED, index=True)
+    status: Mapped[JobStatus] = mapped_column(StatusColumn(), default=JobStatus.QUEUED, index=True)
     step: Mapped[int] = mapped_column(Integer, default=0)  # steps completed
     final_answer: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)

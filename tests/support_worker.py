@@ -14,6 +14,7 @@ from sqlalchemy import select
 from models.db import Database
 from models.documents import add_document
 from models.jobs import create_job
+from models.options import JobOptions
 from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus
 from models.tenants import create_tenant
@@ -30,11 +31,18 @@ def submit(
         tenant, _ = create_tenant(session, name=f"tenant-{uuid.uuid4().hex[:8]}")
         ids = [add_document(session, tenant_id=tenant.id, name=name, content=text).id for name, text in texts.items()]
         job.setdefault("instruction", "Check each chapter against the notes and report one fact of each.")
-        created = create_job(session, tenant_id=tenant.id, document_ids=ids, kind=kind, **job)
+        created = create_job(session, tenant_id=tenant.id, document_ids=ids, kind=kind, **with_options(job))
         job_id = created.id
     if enqueue:
         enqueue_step(job_id, 0)
     return job_id
+
+
+def with_options(arguments: dict[str, Any]) -> dict[str, Any]:
+    """``create_job``'s arguments, the job options among them gathered into its ``options``."""
+    options = {name: value for name, value in arguments.items() if name in JobOptions.model_fields}
+    rest = {name: value for name, value in arguments.items() if name not in options}
+    return rest | {"options": JobOptions(**options)}
 
 
 def wait_for(database: Database, job_id: int, timeout: float = 180.0) -> Job:
@@ -68,7 +76,12 @@ def new_job(database: Database, texts: dict[str, str], **job: Any) -> int:
         tenant, _ = create_tenant(session, name=f"steps-{uuid.uuid4().hex[:8]}")
         ids = [add_document(session, tenant_id=tenant.id, name=n, content=t).id for n, t in texts.items()]
         return create_job(
-            session, tenant_id=tenant.id, instruction="Read them all.", document_ids=ids, kind=JobKind.SUBAGENT, **job
+            session,
+            tenant_id=tenant.id,
+            instruction="Read them all.",
+            document_ids=ids,
+            kind=JobKind.SUBAGENT,
+            **with_options(job),
         ).id
 
 

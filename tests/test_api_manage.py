@@ -15,7 +15,7 @@ from sqlalchemy import func, select, text
 from models.db import Database, make_engine
 from models.documents import delete_document, store_document
 from models.errors import NotFound
-from models.jobs import create_job
+from models.jobs import COMPACTION, create_job
 from models.migrate import alembic_config
 from models.settings import get_settings
 from models.tables import Document, Job, JobDocument, JobStatus
@@ -141,6 +141,7 @@ def test_a_job_is_checked_without_being_stored_or_queued(api: Api) -> None:
         "hard_limit": checked.json()["hard_limit"],
         "max_steps": settings.max_steps_per_job,
         "max_input_tokens": settings.max_input_tokens_per_job,
+        "compaction": COMPACTION,
         "warnings": [],
         "max_document_chars": settings.max_document_chars,
     }

@@ -21,7 +21,7 @@ from models.tables import Job, JobKind, JobStatus, Summary
 from models.tenants import create_tenant
 from plimsoll.compaction import POLICIES
 from tests.support_api import Caller, serve_api
-from tests.support_worker import services
+from tests.support_worker import services, with_options
 from worker.errors import TooLong
 from worker.providers import AnthropicProvider
 from worker.providers.base import Reply
@@ -36,7 +36,12 @@ def long_output_job(database: Database, texts: dict[str, str], **job: Any) -> tu
         tenant, key = create_tenant(session, name=f"compaction-{uuid.uuid4().hex[:8]}")
         ids = [add_document(session, tenant_id=tenant.id, name=n, content=t).id for n, t in texts.items()]
         created = create_job(
-            session, tenant_id=tenant.id, instruction=INSTRUCTION, document_ids=ids, kind=JobKind.SUBAGENT, **job
+            session,
+            tenant_id=tenant.id,
+            instruction=INSTRUCTION,
+            document_ids=ids,
+            kind=JobKind.SUBAGENT,
+            **with_options(job),
         )
         return created.id, tenant.id, key
 

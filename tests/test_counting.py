@@ -20,6 +20,7 @@ from models.counting import counting_profile, load_counter
 from models.db import Database
 from models.history import append_messages
 from models.jobs import create_job
+from models.options import JobOptions
 from models.settings import Settings, get_settings
 from models.tables import Job, Message
 from models.tenants import create_tenant
@@ -135,7 +136,9 @@ def stored(database: Database, model: str, messages: list[dict[str, object]]) ->
     """The job's stored messages (the opening one first), as read back from the database."""
     with database.session() as session:
         tenant, _key = create_tenant(session, name=f"counting {uuid.uuid4()}")
-        created = create_job(session, tenant_id=tenant.id, instruction="Count the tool output.", model=model)
+        created = create_job(
+            session, tenant_id=tenant.id, instruction="Count the tool output.", options=JobOptions(model=model)
+        )
         append_messages(session, created, messages, step=1)
         job_id = created.id
     with database.session() as session:

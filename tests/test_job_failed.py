@@ -12,6 +12,7 @@ from sqlalchemy import select
 from models.db import Database
 from models.documents import add_document
 from models.jobs import create_job
+from models.options import JobOptions
 from models.tables import Job, JobStatus, Notice
 from models.tenants import create_tenant
 from worker.errors import JobFailed
@@ -36,7 +37,11 @@ def test_the_step_that_fails_its_job_raises_job_failed_after_it_committed(
         tenant, _ = create_tenant(session, name=f"failed-{uuid.uuid4().hex[:8]}")
         document = add_document(session, tenant_id=tenant.id, name="a.txt", content="Some text.")
         job = create_job(
-            session, tenant_id=tenant.id, instruction="Read a.txt.", document_ids=[document.id], max_steps=1
+            session,
+            tenant_id=tenant.id,
+            instruction="Read a.txt.",
+            document_ids=[document.id],
+            options=JobOptions(max_steps=1),
         )
         job.step = 1  # its one step is done: the next runs into the limit and fails the job
         job_id = job.id

@@ -22,6 +22,7 @@ from models.db import Database
 from models.errors import InvalidInput
 from models.history import append_messages
 from models.jobs import create_job, steps_of
+from models.options import JobOptions
 from models.tables import Job, JobKind, JobStatus, ModelFacts, Notice
 from models.tenants import create_tenant
 from plimsoll.notices import new_chat_notice
@@ -50,7 +51,12 @@ def test_a_models_first_step_learns_its_limits_and_later_jobs_are_held_to_them(
         assert (job.status, job.hard_limit, job.budget) == (JobStatus.SUCCEEDED, 50_000, 34_000)
         tenant, _ = create_tenant(session, name="limits")
         with pytest.raises(InvalidInput, match="between 1,000 and 34,000 tokens"):
-            create_job(session, tenant_id=tenant.id, instruction="Go.", model="claude-sonnet-5-5", budget=100_000)
+            create_job(
+                session,
+                tenant_id=tenant.id,
+                instruction="Go.",
+                options=JobOptions(model="claude-sonnet-5-5", budget=100_000),
+            )
 
 
 class AlwaysTooLong:
@@ -169,13 +175,16 @@ def test_a_subagent_follows_its_main_job_onto_a_retired_model(database: Database
     with database.session() as session:
         tenant, _ = create_tenant(session, name="retired")
         main = create_job(
-            session, tenant_id=tenant.id, instruction="Go.", model="claude-sonnet-4-5", allow_retired_model=True
+            session,
+            tenant_id=tenant.id,
+            instruction="Go.",
+            options=JobOptions(model="claude-sonnet-4-5", allow_retired_model=True),
         )
         child = create_job(
             session,
             tenant_id=tenant.id,
             instruction="Part.",
-            model=main.model,
+            options=JobOptions(model=main.model),
             kind=JobKind.SUBAGENT,
             parent=main,
         )

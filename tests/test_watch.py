@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from api.schemas import JobView
-from api.watch import job_panel, time_left
+from cli.watch import job_panel, time_left
 
 STARTED = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -22,12 +22,11 @@ from sqlalchemy import or_, update
 from sqlalchemy.orm import Session
 
 from models.db import Database
-from models.tables import Job, JobStatus, now
+from models.statuses import UNFINISHED
+from models.tables import Job, now
 from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)
-
-UNFINISHED = (JobStatus.QUEUED, JobStatus.RUNNING)
 
 
 def deadline(seconds: float) -> datetime:

@@ -16,14 +16,12 @@ import math
 import random
 from dataclasses import dataclass
 
+from models.statuses import JobStatus
 from plimsoll.notices import too_long_notice
 from worker.errors import ProviderError, RateLimited, TooLong, Transient
 
 BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 60.0
-
-NEEDS_NEW_CHAT = "needs_new_chat"
-FAILED = "failed"
 
 # Drawn from os.urandom, so every process (each forked pool child too) jitters differently.
 JITTER: random.Random = random.SystemRandom()
@@ -34,7 +32,7 @@ class Action:
     retry: bool
     delay: float | None
     """Seconds to wait before the retry; None when not retrying."""
-    job_status: str | None
+    job_status: JobStatus | None
     """The job's new status; None while it is being retried."""
     notice: str | None
     """What the person is told, if anything."""
@@ -59,13 +57,17 @@ def route(
         raise ValueError(f"attempt and max_attempts start at 1, got attempt={attempt}, max_attempts={max_attempts}")
     if isinstance(error, TooLong):
         return Action(
-            retry=False, delay=None, job_status=NEEDS_NEW_CHAT, notice=too_long_notice(locale), report_to_sentry=False
+            retry=False,
+            delay=None,
+            job_status=JobStatus.NEEDS_NEW_CHAT,
+            notice=too_long_notice(locale),
+            report_to_sentry=False,
         )
     if isinstance(error, RateLimited) and waited_seconds < max_wait_seconds:
         delay = rate_limit_delay(error.retry_after, waited_seconds, rng or JITTER)
         return Action(retry=True, delay=delay, job_status=None, notice=None, report_to_sentry=False)
     if isinstance(error, RateLimited):
-        return Action(retry=False, delay=None, job_status=FAILED, notice=None, report_to_sentry=True)
+        return Action(retry=False, delay=None, job_status=JobStatus.FAILED, notice=None, report_to_sentry=True)
     if isinstance(error, Transient) and attempt < max_attempts:
         return Action(
             retry=True,
@@ -74,7 +76,7 @@ def route(
             notice=None,
             report_to_sentry=False,
         )
-    return Action(retry=False, delay=None, job_status=FAILED, notice=None, report_to_sentry=True)
+    return Action(retry=False, delay=None, job_status=JobStatus.FAILED, notice=None, report_to_sentry=True)
 
 
 def backoff_delay(attempt: int, retry_after: float | None, rng: random.Random) -> float:

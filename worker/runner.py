@@ -27,8 +27,9 @@ from sqlalchemy.orm import Session
 from models.catalogue import MIN_BUDGET
 from models.db import Database
 from models.history import append_messages, message_bodies, message_index
-from models.jobs import CALIBRATED, children_of, create_job, last_step
+from models.jobs import CALIBRATED, children_of, create_job, end_job, last_step
 from models.model_facts import learned_limits, observe_model
+from models.options import JobOptions
 from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus, Message, Notice, Step, now
 from plimsoll import (
@@ -280,7 +281,7 @@ def _begin(
 ) -> Outcome | _Done | _Prepared:
     """Claim the job's current step, settle what needs no model call, and plan the request."""
     job = session.get(Job, job_id, with_for_update=True)
-    if job is None or JobStatus(job.status).finished:
+    if job is None or job.status.finished:
         return Outcome(job_id, "skipped", job.step if job else 0, job.status if job else "missing")
     if step is not None and job.step != step:
         return Outcome(job_id, "skipped", step, job.status)  # a late or duplicate delivery: the step is done
@@ -289,7 +290,7 @@ def _begin(
     settings = services.settings
     job.lease_owner, job.lease_until = owner, deadline(settings.lease_seconds)
     if _parent_gone(session, job):
-        _finish(job, JobStatus.CANCELLED, error="the main job was cancelled or has ended")
+        end_job(job, JobStatus.CANCELLED, error="the main job was cancelled or has ended")
         return Outcome(job_id, "finished", job.step, job.status)
     if job.step >= job.max_steps:
         steps = f"{job.step} step{'' if job.step == 1 else 's'}"
@@ -318,7 +319,7 @@ def _current(session: Session, job_id: int, step: int) -> Job | Outcome:
     """The job's row, locked, if it is still at ``step`` and unfinished; otherwise why this delivery stops
     here (another delivery finished the step, or the job was cancelled meanwhile): its reply is discarded."""
     job = session.get(Job, job_id, with_for_update=True)
-    if job is None or job.step != step or JobStatus(job.status).finished:
+    if job is None or job.step != step or job.status.finished:
         return Outcome(job_id, "skipped", step, job.status if job else "missing")
     return job
 
@@ -372,7 +373,7 @@ def _parent_gone(session: Session, job: Job) -> bool:
     if job.parent_id is None:
         return False
     parent = session.get(Job, job.parent_id)
-    return parent is None or JobStatus(parent.status).finished
+    return parent is None or parent.status.finished
 
 
 def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None:
@@ -475,7 +476,7 @@ def _delegate_results(session: Session, job: Job, calls: Sequence[str], seq: int
         if child is None:  # not a delegation: a tool that ran beside one, run again now
             blocks.append(run_tool(session, job, _stored_call(session, job, seq, call)))
             continue
-        status = JobStatus(child.status)
+        status = child.status
         if not status.finished:
             return None
         if status == JobStatus.SUCCEEDED:
@@ -547,7 +548,7 @@ def _answered(
         append_messages(session, job, new_messages, step=step)
         answer = "".join([*earlier, _text(reply.content)]).strip()
         if reply.stop_reason == "refusal":
-            _finish(job, JobStatus.FAILED, error="the model refused the task")
+            end_job(job, JobStatus.FAILED, error="the model refused the task")
         else:
             job.final_answer = answer
             _finish_with_parts(session, job)
@@ -644,10 +645,10 @@ def _finish_with_parts(session: Session, job: Job) -> None:
     and the person is told which parts are missing and why."""
     missing = [c for c in children_of(session, job.id) if c.status != JobStatus.SUCCEEDED]
     if not missing:
-        _finish(job, JobStatus.SUCCEEDED)
+        end_job(job, JobStatus.SUCCEEDED)
         return
     parts = "; ".join(f"subagent {c.id} ({_why_unfinished(c)})" for c in missing)
-    _finish(job, JobStatus.INCOMPLETE, error=f"{len(missing)} of its subagents did not finish: {parts}")
+    end_job(job, JobStatus.INCOMPLETE, error=f"{len(missing)} of its subagents did not finish: {parts}")
     _notify(session, job, stopped_notice("incomplete", job.locale, parts=parts))
 
 
@@ -656,7 +657,7 @@ def _why_unfinished(job: Job) -> str:
         JobStatus.NEEDS_NEW_CHAT: "its conversation grew too long for the model",
         JobStatus.CANCELLED: "it was cancelled",
         JobStatus.INCOMPLETE: "parts of it did not finish",
-    }.get(JobStatus(job.status), f"it failed: {job.error or 'unknown error'}")
+    }.get(job.status, f"it failed: {job.error or 'unknown error'}")
 
 
 def _wake_parent(session: Session, job: Job) -> list[Wake]:
@@ -684,7 +685,7 @@ def _stop(
     """End a runaway job (a limit reached, or the agent repeating itself) with a notice saying why."""
     if carried:
         append_messages(session, job, carried, step=job.step + 1)  # results that arrived are kept
-    _finish(job, JobStatus.FAILED, error=why)
+    end_job(job, JobStatus.FAILED, error=why)
     _notify(session, job, stopped_notice(notice, job.locale, **values))
     return _Done(Outcome(job.id, "finished", job.step, job.status), _wake_parent(session, job))
 
@@ -710,17 +711,10 @@ def _start_subagent(session: Session, job: Job, delegation: Delegation) -> Job:
         tenant_id=job.tenant_id,
         instruction=delegation.task,
         document_ids=[d.document_id for d in job.documents],
-        model=job.model,
-        budget=job.budget,
+        options=JobOptions.of(job),  # the limits set on a main job hold for each of its parts too
         kind=JobKind.SUBAGENT,
         parent=job,
         parent_tool_use_id=delegation.tool_use_id,
-        locale=job.locale,
-        strategy=job.strategy,
-        safety_net=job.safety_net,
-        compaction=job.compaction,
-        max_steps=job.max_steps,  # the limits set on a main job hold for each of its parts
-        max_input_tokens=job.max_input_tokens,
     )
 
 
@@ -747,13 +741,6 @@ def _step_record(
         rejected_estimate=prepared.rejected[0] if prepared.rejected else None,
         rejected_tokens=prepared.rejected[1] if prepared.rejected else None,
     )
-
-
-def _finish(job: Job, status: JobStatus, *, error: str | None = None) -> None:
-    job.status, job.finished_at = status, now()
-    job.lease_owner, job.lease_until = None, None  # a finished job has no deadline
-    if error:
-        job.error = error
 
 
 def _unanswered(
@@ -818,7 +805,7 @@ def _failed(
         why = error.message
     else:
         why = f"the request failed {tries} times in a row; the last time: {error.message}"
-    _finish(job, JobStatus(action.job_status or JobStatus.FAILED), error=why)
+    end_job(job, action.job_status or JobStatus.FAILED, error=why)
     if action.notice:
         notice = new_chat_notice(job.id, job.locale) if job.status == JobStatus.NEEDS_NEW_CHAT else action.notice
         _notify(session, job, notice)
@@ -840,7 +827,7 @@ def _budget_too_small(session: Session, job: Job, nothing: _NothingFits) -> _Don
     step = job.step + 1
     session.add(_unsent_step_record(job, step, nothing.error))
     why = f"the budget of {job.budget:,} tokens is too small for the job's first message with one round of tool results"
-    _finish(job, JobStatus.FAILED, error=why)
+    end_job(job, JobStatus.FAILED, error=why)
     _notify(session, job, stopped_notice("budget", job.locale, budget=job.budget))
     return _Done(Outcome(job.id, "finished", step, job.status, stage="does_not_fit"), _wake_parent(session, job))
 

@@ -31,10 +31,7 @@ def continue_in_a_new_chat(
             tenant_id=tenant.id,
             job_id=job_id,
             instruction=next_step.instruction,
-            budget=next_step.budget,
-            model=next_step.model,
-            strategy=next_step.strategy,
-            allow_retired_model=next_step.allow_retired_model,
+            options=next_step.options(),
         )
     except Conflict as conflict:
         raise HTTPException(status.HTTP_409_CONFLICT, str(conflict)) from None

@@ -27,7 +27,7 @@ from api.schemas import (
 )
 from api.views import job_summary, job_view, model_warnings
 from models.history import summaries_of
-from models.jobs import create_job, job_of
+from models.jobs import create_job, end_job, job_of
 from models.settings import get_settings
 from models.tables import Job, JobKind, JobStatus, now
 from worker.tracebacks import scrubbed_traceback
@@ -35,8 +35,6 @@ from worker.tracebacks import scrubbed_traceback
 logger = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
-
-UNFINISHED = (JobStatus.QUEUED, JobStatus.RUNNING)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)
@@ -68,15 +66,7 @@ def _job_of(session: Session, tenant_id: int, job_in: JobIn, *, check_only: bool
         tenant_id=tenant_id,
         instruction=job_in.instruction,
         document_ids=job_in.document_ids,
-        model=job_in.model,
-        budget=job_in.budget,
-        locale=job_in.locale,
-        strategy=job_in.strategy,
-        safety_net=job_in.safety_net,
-        compaction=job_in.compaction,
-        max_steps=job_in.max_steps,
-        max_input_tokens=job_in.max_input_tokens,
-        allow_retired_model=job_in.allow_retired_model,
+        options=job_in.options(),
         check_only=check_only,
     )
 
@@ -92,6 +82,7 @@ def check_job(job_in: JobIn, tenant: TenantDep, session: SessionDep) -> JobCheck
         hard_limit=job.hard_limit,
         max_steps=job.max_steps,
         max_input_tokens=job.max_input_tokens,
+        compaction=job.compaction,
         warnings=model_warnings(job.model),
         max_document_chars=get_settings().max_document_chars,
     )
@@ -147,7 +138,7 @@ def cancel_job(job_id: Id, tenant: TenantDep, session: SessionDep) -> JobView:
     no further step runs."""
     # Locked, so that a step finishing at this moment is not overwritten as cancelled, nor the reverse.
     job = locked_job_of(session, tenant_id=tenant.id, job_id=job_id)
-    if job.status not in UNFINISHED:
+    if job.status.finished:
         raise HTTPException(
             status.HTTP_409_CONFLICT,
             f"job {job.id} has finished already ({job.status}); only a queued or running job can be cancelled",
@@ -155,8 +146,7 @@ def cancel_job(job_id: Id, tenant: TenantDep, session: SessionDep) -> JobView:
     cancelled_at = now()
     children = select(Job).where(Job.parent_id == job.id).order_by(Job.id).with_for_update(key_share=True)
     for each in [job, *session.scalars(children)]:
-        if each.status in UNFINISHED:
-            each.status = JobStatus.CANCELLED
-            each.finished_at = cancelled_at
+        if not each.status.finished:
+            end_job(each, JobStatus.CANCELLED, at=cancelled_at)
     session.commit()
     return job_view(session, job)

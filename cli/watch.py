@@ -16,14 +16,14 @@ from rich.text import Text
 
 from api.client import ApiUnreachable, PlimsollClient
 from api.schemas import JobView
+from models.statuses import JobStatus
 
-FINISHED = ("succeeded", "incomplete", "failed", "needs_new_chat", "cancelled")
-STATUS_STYLES = {
-    "succeeded": "green",
-    "incomplete": "yellow",
-    "failed": "red",
-    "needs_new_chat": "yellow",
-    "cancelled": "dim",
+STATUS_STYLES = {  # the unfinished ones: cyan
+    JobStatus.SUCCEEDED: "green",
+    JobStatus.INCOMPLETE: "yellow",
+    JobStatus.FAILED: "red",
+    JobStatus.NEEDS_NEW_CHAT: "yellow",
+    JobStatus.CANCELLED: "dim",
 }
 
 
@@ -41,7 +41,7 @@ def watch_job(
     incomplete job's answer is printed too, and its notice names the parts that did not finish)."""
     job = client.job(job_id)
     with Live(job_panel(job), console=display, refresh_per_second=4) as live:
-        while job.status not in FINISHED:
+        while not job.status.finished:
             sleep(interval)
             try:
                 job = client.job(job_id)
@@ -53,16 +53,16 @@ def watch_job(
 
 
 def report_outcome(client: PlimsollClient, job: JobView, *, display: Console, output: Console) -> int:
-    if job.status in ("succeeded", "incomplete"):
+    if job.status in (JobStatus.SUCCEEDED, JobStatus.INCOMPLETE):
         output.print(job.final_answer or "", markup=False, highlight=False, soft_wrap=True)
-    if job.status == "succeeded":
+    if job.status == JobStatus.SUCCEEDED:
         return 0
     notices = [notice.text for notice in client.all_notices(job_id=job.id)]
-    if job.status == "needs_new_chat":
+    if job.status == JobStatus.NEEDS_NEW_CHAT:
         for text in notices or [job.error or f"Job {job.id} needs a new chat."]:
             output.print(text, markup=False, highlight=False, soft_wrap=True)
         return 1
-    if job.status in ("failed", "incomplete"):
+    if job.status in (JobStatus.FAILED, JobStatus.INCOMPLETE):
         for text in notices or [f"Job {job.id} {job.status}: {job.error or 'no reason recorded'}"]:
             display.print(text, markup=False, highlight=False, soft_wrap=True)
         return 1
@@ -113,7 +113,7 @@ def time_left(job: JobView, now: datetime) -> timedelta | None:
     """How long the documents not yet read should take at the pace of those read so far; None before the
     first is read, once all are, or when the job has ended."""
     read, total = len(job.progress.documents_read), job.progress.documents_total
-    if job.status in FINISHED or job.started_at is None or not 0 < read < total:
+    if job.status.finished or job.started_at is None or not 0 < read < total:
         return None
     elapsed = now - job.started_at
     return elapsed / read * (total - read)
