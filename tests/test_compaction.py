@@ -278,3 +278,26 @@ def test_no_compaction_when_it_cannot_make_room() -> None:
         )
         is None
     )
+
+
+def test_a_due_compaction_sends_the_shortest_cached_request_that_covers_the_range() -> None:
+    """Rather than the whole previous request, an earlier one the provider still caches, ending where the range
+    ends: the summary request shows the range and reads it from the cache, and is shorter."""
+    messages = long_output_history(12)
+    outlines = [outline(m) for m in messages]
+    budget = total(messages) - 200
+    current = plan_history(from_outlines(outlines), budget, profile=PROFILE)
+    previous = Previous(len(messages) - 2, ())
+    arguments: dict[str, Any] = {"profile": PROFILE, "overhead": 0, "summary": None, "current": current}
+    whole = plan_compaction(outlines, budget, previous=previous, policy="auto", **arguments)
+    cached = [Previous(sent, ()) for sent in range(1, previous.sent + 1, 2)]
+    shortest = plan_compaction(outlines, budget, previous=previous, policy="auto", cached=cached, **arguments)
+    assert whole is not None and shortest is not None and shortest.replayed
+    assert shortest.end == whole.end and shortest.keep == 0 < whole.keep
+    assert shortest.request.tokens < whole.request.tokens
+    request = summary_request(messages, shortest)
+    assert request[:-1] == messages[: shortest.sent - 1]  # an earlier request, message for message
+    assert request[-1]["content"][:-1] == messages[shortest.sent - 1]["content"]  # the instruction appended
+    # A cached request that cleared differently is not a prefix of the previous one: not sent.
+    changed = [Previous(sent, ("toolu_00000",)) for sent in range(3, previous.sent + 1, 2)]
+    assert plan_compaction(outlines, budget, previous=previous, policy="auto", cached=changed, **arguments) == whole
