@@ -184,12 +184,24 @@ def plan_compaction(
         allowance = _allowance(budget, person[cut])
         return allowance if max_output is None else min(allowance, max_output)
 
+    def after(cut: int) -> History:
+        """The view after a summary of view[1:cut] as long as its allowance."""
+        header = count_tokens(summary_text("", stored_index(cut, summary)), profile) + BLOCK_OVERHEAD
+        return from_outlines([with_block(outlines[0], header + allowance_of(cut)), *shown[cut:]])
+
+    def fits_after(cut: int) -> bool:
+        try:
+            plan_history(after(cut), budget, profile=profile, overhead=overhead)
+        except DoesNotFit:
+            return False
+        return True
+
     if policy == "summarize_all":
         if overhead + sum(history.tokens) <= TRIGGER_SHARE * budget:
             return None
         cut = max(3, len(shown) - KEEP_MESSAGES)
         cut += 1 - cut % 2  # an assistant message: odd in the view
-        if cut > last_round:
+        if cut > last_round or not fits_after(cut):  # the request after it must fit, at some stage
             return None
         return _fresh(shown, cut, setting, allowance_of(cut))
     growth = RUNWAY * kept_growth(history, profile)
@@ -197,10 +209,7 @@ def plan_compaction(
         return None
 
     def makes_room(cut: int, room: int) -> bool:
-        end = stored_index(cut, summary)
-        header = count_tokens(summary_text("", end), profile) + BLOCK_OVERHEAD
-        after = [with_block(outlines[0], header + allowance_of(cut)), *shown[cut:]]
-        return _stage_1(from_outlines(after), room, profile, overhead) is not None
+        return _stage_1(after(cut), room, profile, overhead) is not None
 
     # The oldest boundary that brings the request down to ROOM_SHARE of the budget; failing that, the newest,
     # if it leaves room for RUNWAY more rounds; failing that, none (it would come back at once).
@@ -208,13 +217,16 @@ def plan_compaction(
     target = budget - max(growth, int((1 - ROOM_SHARE) * budget))
     chosen = next((c for c in cuts if makes_room(c, target)), None)
     if chosen is None and cuts and makes_room(cuts[-1], budget - growth):
-        chosen = cuts[-1]
+        chosen, target = cuts[-1], budget - growth
     if chosen is None:
         return None
     cut = chosen
     if previous is not None:  # the shortest prefix of the previous request still cached that makes the room
         for earlier in sorted(cached, key=lambda request: request.sent):
+            # (a longer range may cover more of the person's words, so its summary may hold more: checked again)
             if cut <= earlier.sent <= last_round and _prefix_of(history, earlier, previous):
+                if not makes_room(earlier.sent, target):
+                    continue
                 prefix = _replay(history, earlier, earlier.sent, setting, allowance_of(earlier.sent))
                 if prefix is not None:
                     return prefix
@@ -230,7 +242,7 @@ def plan_compaction(
     # summary and the originals after it, until there is room.
     for shorter in range(cut - 2, 2, -2):
         part = _fresh(shown, shorter, setting, allowance_of(shorter))
-        if part is not None:
+        if part is not None and fits_after(shorter):
             return replace(part, partial=True)
     return None
 
