@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,7 @@ _DOCUMENT_NAME = re.compile(r"`([^`\n]+)`")
 _NOTE_LINE = re.compile(r'^NOTE (?P<name>.+?): (?:\d+ chars, sha256 [0-9a-f]{12}, starts ".*"|unreadable, error ".*")$')
 _CLEARED_WORD = re.compile(r"\bcleared\b", re.IGNORECASE)
 _SUMMARY_REQUEST = re.compile(r"^\[Compaction\] .*? up to, but not including, its last (\d+) messages", re.DOTALL)
+_SUMMARY_LIMIT = re.compile(r"within (\d+) tokens")
 _BUDGET = re.compile(r"context budget[^0-9]{0,20}([0-9][0-9,_]*) tokens", re.IGNORECASE)
 
 
@@ -82,11 +84,19 @@ def delegate_task(names: list[str]) -> str:
     return f"Read these documents and report a NOTE line for each: {listed}."
 
 
-def decide(conversation: Conversation, *, input_tokens: int, anxious: bool, delegate_group: int) -> AgentTurn:
-    """The agent's next message for this request."""
-    keep = _summary_request(conversation.messages)
-    if keep is not None:
-        return AgentTurn(summarize(conversation.messages, keep))
+def decide(
+    conversation: Conversation,
+    *,
+    input_tokens: int,
+    anxious: bool,
+    delegate_group: int,
+    count: Callable[[str], int] | None = None,
+) -> AgentTurn:
+    """The agent's next message for this request (``count``: how many tokens a text is, for a summary's limit)."""
+    asked = _summary_request(conversation.messages)
+    if asked is not None:
+        keep, limit = asked
+        return AgentTurn(summarize(conversation.messages, keep, limit=limit, count=count))
     instruction = _instruction(conversation.messages)
     tools = conversation.tool_names
     if READ_DOCUMENT not in tools and DELEGATE not in tools:
@@ -249,18 +259,26 @@ def _person_texts(messages: list[Message]) -> list[str]:
     return texts
 
 
-def _summary_request(messages: list[Message]) -> int | None:
-    """How many messages at the end a summary request leaves out of the summary; None: not a summary request."""
+def _summary_request(messages: list[Message]) -> tuple[int, int | None] | None:
+    """How many messages at the end a summary request leaves out of the summary, and the summary's stated limit
+    in tokens; None: not a summary request."""
     if not messages or messages[-1]["role"] != "user" or not messages[-1]["content"]:
         return None
     last = messages[-1]["content"][-1]
     match = _SUMMARY_REQUEST.match(last["text"]) if last["type"] == "text" else None
-    return int(match[1]) if match else None
+    if match is None:
+        return None
+    limit = _SUMMARY_LIMIT.search(last["text"])
+    return int(match[1]), int(limit[1]) if limit else None
 
 
-def summarize(messages: list[Message], keep: int) -> str:
+def summarize(
+    messages: list[Message], keep: int, *, limit: int | None = None, count: Callable[[str], int] | None = None
+) -> str:
     """The summary of ``messages`` but the last ``keep``: the earlier summary's lines, then the NOTE and PAGE
-    lines, tool calls and the person's words of each message, in order."""
+    lines, tool calls and the person's words of each message, in order. Over ``limit`` tokens (counted with
+    ``count``), lines are left out as the instruction asks: the oldest tool calls first, then the oldest notes,
+    the person's words last; the newest notes stay."""
     lines = _summary_texts(messages[0]).splitlines()[1:]
     for message in messages[1 : len(messages) - keep]:
         if message["role"] == "assistant":
@@ -272,7 +290,33 @@ def summarize(messages: list[Message], keep: int) -> str:
             )
         else:
             lines.extend(f"{PERSON}{t}" for t in _texts(message) if not _SUMMARY_REQUEST.match(t))
-    return "\n".join(lines)
+    if limit is None or count is None:
+        return "\n".join(lines)
+    return "\n".join(_within(lines, limit, count))
+
+
+def _within(lines: list[str], limit: int, count: Callable[[str], int]) -> list[str]:
+    """``lines`` without the fewest, least needed ones that bring them within ``limit`` tokens."""
+    kept = list(range(len(lines)))
+    for kind in (_is_call, _is_note, _is_person):
+        if count("\n".join(lines[i] for i in kept)) <= limit:
+            break
+        droppable = [i for i in kept if kind(lines[i])]
+        while droppable and count("\n".join(lines[i] for i in kept)) > limit:
+            kept.remove(droppable.pop(0))
+    return [lines[i] for i in kept]
+
+
+def _is_call(line: str) -> bool:
+    return line.startswith("CALLED ")
+
+
+def _is_note(line: str) -> bool:
+    return not _is_call(line) and not _is_person(line)
+
+
+def _is_person(line: str) -> bool:
+    return line.startswith(PERSON)
 
 
 def _is_cleared(text: str) -> bool:

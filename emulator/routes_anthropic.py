@@ -210,6 +210,7 @@ def _reply(conversation: Conversation, total: int, request: Request, state: Emul
         input_tokens=total,
         anxious=is_anxious(request, state),
         delegate_group=state.config.delegate_group,
+        count=state.counter.count_text,
     )
     assert conversation.max_tokens is not None
     reply = written_reply(turn, min(conversation.max_tokens, room), state.counter)

@@ -101,6 +101,7 @@ async def create_chat_completion(request: Request) -> Response:
         input_tokens=total,
         anxious=is_anxious(request, state),
         delegate_group=state.config.delegate_group,
+        count=state.counter.count_text,
     )
     reply = written_reply(turn, max_tokens, state.counter)
     digest = request_digest(raw)

@@ -33,7 +33,9 @@ SUMMARY_INSTRUCTION = (
     "[Compaction] Before going on, write a summary of this conversation from its start up to, but not "
     "including, its last {keep} messages: that part will be left out of later requests and replaced by your "
     "summary. Copy every NOTE and PAGE line you wrote exactly, list each tool you called with its input, and "
-    "quote the person's messages word for word. Invent nothing. Answer with the summary only; call no tool."
+    "quote the person's messages word for word. Invent nothing. Keep it within {limit} tokens: if it cannot all "
+    "fit, leave out the oldest tool calls first, then the oldest notes, and the person's words last, so the newest "
+    "notes are kept. Answer with the summary only; call no tool."
 )
 SUMMARY_HEADER = (
     "[Summary of earlier work: messages 1 to {last} of this conversation were left out of this request to keep "

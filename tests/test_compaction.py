@@ -11,11 +11,13 @@ from hypothesis import strategies as st
 from plimsoll import DoesNotFit, estimate_message, fit, outline
 from plimsoll.compaction import (
     ROOM_SHARE,
+    RUNWAY,
     STAGE_1,
     Compaction,
     Policy,
     Previous,
     Summary,
+    kept_growth,
     plan_compaction,
     summary_request,
     summary_tokens,
@@ -75,6 +77,7 @@ def cases(draw: st.DrawFn) -> dict[str, Any]:
         ids = [rid for i, _, rid in from_outlines(shown).results if i < sent]
         previous = Previous(sent, tuple(draw(st.lists(st.sampled_from(ids), unique=True))) if ids else ())
     policy = draw(st.sampled_from(["auto", "summarize_all"]))
+    cached = draw(cached_requests(shown, previous))
     return {
         "messages": messages,
         "overhead": overhead,
@@ -83,6 +86,7 @@ def cases(draw: st.DrawFn) -> dict[str, Any]:
         "budget": budget,
         "previous": previous,
         "policy": policy,
+        "cached": cached,
     }
 
 
@@ -97,15 +101,34 @@ def due_cases(draw: st.DrawFn) -> dict[str, Any]:
     size = total(messages, overhead)
     newest = len(messages) - 2 if len(messages) % 2 else len(messages) - 1
     ids = [rid for i, _, rid in from_outlines([outline(m) for m in messages]).results if i < newest]
+    previous = Previous(newest, tuple(draw(st.lists(st.sampled_from(ids), unique=True))) if ids else ())
     return {
         "messages": messages,
         "overhead": overhead,
         "summary": None,
         "text": "",
         "budget": draw(st.integers(max(1, size * 2 // 5), max(1, size * 9 // 10))),
-        "previous": Previous(newest, tuple(draw(st.lists(st.sampled_from(ids), unique=True))) if ids else ()),
+        "previous": previous,
         "policy": "auto",
+        "cached": draw(cached_requests([outline(m) for m in messages], previous)),
     }
+
+
+@st.composite
+def cached_requests(draw: st.DrawFn, shown: list[Any], previous: Previous | None) -> list[Previous]:
+    """Earlier requests still cached: whole requests before the previous one, mostly prefixes of it (clearing,
+    among their messages, what it cleared), sometimes not."""
+    if previous is None or previous.sent < 1:
+        return []
+    results = from_outlines(shown).results
+    cached = []
+    for sent in draw(st.lists(st.sampled_from(range(1, previous.sent + 1, 2)), unique=True, max_size=6)):
+        before = {rid for index, _, rid in results if index < sent}
+        cleared = set(previous.cleared) & before
+        if before and draw(st.integers(0, 4)) == 0:  # not a prefix of the previous request
+            cleared ^= {draw(st.sampled_from(sorted(before)))}
+        cached.append(Previous(sent, tuple(sorted(cleared))))
+    return cached
 
 
 def _wordy(message: dict[str, Any], words: int, seed: int) -> dict[str, Any]:
@@ -130,6 +153,7 @@ def planned(case: dict[str, Any]) -> Compaction | None:
         current=current,
         previous=case["previous"],
         policy=policy,
+        cached=case["cached"],
     )
 
 
@@ -186,7 +210,9 @@ def test_the_history_is_untouched_and_a_summary_is_never_of_a_summary_of_a_summa
 
 @SETTINGS
 @given(cases() | due_cases())
-def test_off_never_compacts_and_auto_only_when_stages_2_or_3_are_due(case: dict[str, Any]) -> None:
+def test_off_never_compacts_and_auto_only_when_stages_2_3_are_due_or_clearing_leaves_no_room(
+    case: dict[str, Any],
+) -> None:
     shown = view([outline(m) for m in case["messages"]], case["summary"])
     try:
         current = plan_history(from_outlines(shown), case["budget"], profile=PROFILE, overhead=case["overhead"])
@@ -198,11 +224,17 @@ def test_off_never_compacts_and_auto_only_when_stages_2_or_3_are_due(case: dict[
         "summary": case["summary"],
         "current": current,
         "previous": case["previous"],
+        "cached": case["cached"],
     }
     outlines = [outline(m) for m in case["messages"]]
     assert plan_compaction(outlines, case["budget"], policy="off", **arguments) is None
-    if current.stage in STAGE_1:
-        assert plan_compaction(outlines, case["budget"], policy="auto", **arguments) is None
+    if current.stage in STAGE_1 and plan_compaction(outlines, case["budget"], policy="auto", **arguments):
+        # Stage 1 fits, but only by clearing what the previous request did not, without room for more rounds.
+        previous = case["previous"]
+        assert current.stage == "cleared_results" and previous is not None
+        assert not set(current.cleared) <= set(previous.cleared)
+        growth = RUNWAY * kept_growth(from_outlines(shown), PROFILE)
+        assert current.tokens > case["budget"] - growth
 
 
 def long_output_history(rounds: int) -> list[dict[str, Any]]:
@@ -246,3 +278,26 @@ def test_no_compaction_when_it_cannot_make_room() -> None:
         )
         is None
     )
+
+
+def test_a_due_compaction_sends_the_shortest_cached_request_that_covers_the_range() -> None:
+    """Rather than the whole previous request, an earlier one the provider still caches, ending where the range
+    ends: the summary request shows the range and reads it from the cache, and is shorter."""
+    messages = long_output_history(12)
+    outlines = [outline(m) for m in messages]
+    budget = total(messages) - 200
+    current = plan_history(from_outlines(outlines), budget, profile=PROFILE)
+    previous = Previous(len(messages) - 2, ())
+    arguments: dict[str, Any] = {"profile": PROFILE, "overhead": 0, "summary": None, "current": current}
+    whole = plan_compaction(outlines, budget, previous=previous, policy="auto", **arguments)
+    cached = [Previous(sent, ()) for sent in range(1, previous.sent + 1, 2)]
+    shortest = plan_compaction(outlines, budget, previous=previous, policy="auto", cached=cached, **arguments)
+    assert whole is not None and shortest is not None and shortest.replayed
+    assert shortest.end == whole.end and shortest.keep == 0 < whole.keep
+    assert shortest.request.tokens < whole.request.tokens
+    request = summary_request(messages, shortest)
+    assert request[:-1] == messages[: shortest.sent - 1]  # an earlier request, message for message
+    assert request[-1]["content"][:-1] == messages[shortest.sent - 1]["content"]  # the instruction appended
+    # A cached request that cleared differently is not a prefix of the previous one: not sent.
+    changed = [Previous(sent, ("toolu_00000",)) for sent in range(3, previous.sent + 1, 2)]
+    assert plan_compaction(outlines, budget, previous=previous, policy="auto", cached=changed, **arguments) == whole

@@ -150,5 +150,5 @@ def test_a_summary_request_rejected_as_too_long_never_fails_the_job(
         written = session.query(Summary).filter(Summary.job_id == job_id).count()
     assert model.refused == 1 and [r.stage for r in refused] == ["compaction"]
     following = records[records.index(refused[0]) + 1]
-    assert following.stage in ("user_turns", "tool_rounds")  # that step went on as stages 2-3 would
+    assert following.stage in ("cleared_results", "user_turns", "tool_rounds")  # it went on as without compaction
     assert written >= 1  # and a later compaction was written

@@ -44,7 +44,7 @@ def test_a_summary_request_is_answered_with_the_notes_calls_and_the_persons_word
         {"role": "user", "content": blocks("Please read `b.txt` as well, word for word.")},
         *read_round(2, "b.txt", "Reading on."),
     ]
-    messages[-1] = {**messages[-1], "content": [*messages[-1]["content"], *blocks(instruction(2))]}
+    messages[-1] = {**messages[-1], "content": [*messages[-1]["content"], *blocks(instruction(2, 4_000))]}
     reply = turn(messages)
     assert reply.tool_calls == []
     assert reply.text.splitlines() == [
@@ -74,3 +74,37 @@ def test_names_in_later_turns_are_read_and_a_written_summary_quotes_the_document
     written = turn(messages)
     assert written.text.splitlines() == [expected_note("a.txt", DOCS["a.txt"]), f"SUMMARY a.txt: {DOCS['a.txt']}"]
     assert written.tool_calls[0].input == {"name": "b.txt"}
+
+
+def test_a_summary_over_its_stated_limit_leaves_out_the_calls_then_the_oldest_notes() -> None:
+    """A summary that cannot hold everything keeps the newest notes: the model is told its limit and leaves out
+    the oldest lines, rather than being cut at max_tokens, which would lose the end, where the newest notes are."""
+    note_a, note_b = expected_note("a.txt", DOCS["a.txt"]), expected_note("b.txt", DOCS["b.txt"])
+    messages = [
+        {"role": "user", "content": blocks("Read `a.txt`, `b.txt` and `c.txt`.")},
+        *read_round(1, "a.txt"),
+        *read_round(2, "b.txt", note_a),
+        *read_round(3, "c.txt", note_b),
+    ]
+
+    def summary(limit: int) -> list[str]:
+        asked = {**messages[-1], "content": [*messages[-1]["content"], *blocks(instruction(0, limit))]}
+        conversation = Conversation(
+            model="m", system=[], tools=TOOLS, messages=[*messages[:-1], asked], max_tokens=limit
+        )
+        return decide(conversation, input_tokens=1_000, anxious=False, delegate_group=8, count=words).text.splitlines()
+
+    everything = summary(1_000)
+    assert everything == [
+        'CALLED read_document {"name":"a.txt"}',
+        note_a,
+        'CALLED read_document {"name":"b.txt"}',
+        note_b,
+        'CALLED read_document {"name":"c.txt"}',
+    ]
+    assert summary(words(f"{note_a}\n{note_b}")) == [note_a, note_b]  # the calls left out first
+    assert summary(words(note_b)) == [note_b]  # then the oldest note: the newest stays
+
+
+def words(text: str) -> int:
+    return len(text.split())

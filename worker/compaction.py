@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -17,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from models.history import message_bodies
 from models.jobs import last_step
-from models.tables import Job, Step
+from models.tables import Job, Step, now
 from models.tables import Summary as SummaryRow
 from plimsoll import Outline, Plan, bodies_needed, build_request
 from plimsoll.compaction import (
@@ -70,6 +71,7 @@ def compose(
     *,
     budget: int,
     overhead: int,
+    cache_ttl_seconds: float,
 ) -> Composed:
     """The step's request: over the view of the latest summary, or the summary request a due compaction needs.
     Raises :class:`~plimsoll.DoesNotFit` as planning does."""
@@ -90,6 +92,8 @@ def compose(
             current=chosen,
             previous=_previous(last, row),
             policy=job.compaction,  # type: ignore[arg-type]  # checked when the job was created
+            cached=_cached(session, job.id, row, cache_ttl_seconds),
+            max_output=job.max_output_tokens,
         )
     stored = len(every) - len(carried)
 
@@ -107,10 +111,8 @@ def compose(
     prefix = shown[: due.sent]
     request = with_instruction(build_request(due.request, prefix, bodies(due.request, prefix)), due)
     if due.replayed:
-        return Composed(due.request, request, (), due, max_tokens=min(due.allowance, job.max_output_tokens))
-    return Composed(
-        due.request, request, (), due, SUMMARIZER_SYSTEM, [], max_tokens=min(due.allowance, job.max_output_tokens)
-    )
+        return Composed(due.request, request, (), due, max_tokens=due.allowance)
+    return Composed(due.request, request, (), due, SUMMARIZER_SYSTEM, [], max_tokens=due.allowance)
 
 
 def _previous(step: Step | None, row: SummaryRow | None) -> Previous | None:
@@ -120,6 +122,28 @@ def _previous(step: Step | None, row: SummaryRow | None) -> Previous | None:
     if row is not None and step.step <= row.step:
         return None
     return Previous(step.messages_sent, tuple(step.cleared))
+
+
+def _cached(session: Session, job_id: int, row: SummaryRow | None, ttl_seconds: float) -> list[Previous]:
+    """The requests over the latest summary whose prefix the provider still caches: answered at stage 1 within
+    the cache's lifetime (each ended with a breakpoint on its last block, and that entry is not read again, so
+    it lives from when it was written)."""
+    since = now() - timedelta(seconds=ttl_seconds)
+    query = select(Step).where(
+        Step.job_id == job_id,
+        Step.step > (row.step if row is not None else 0),
+        Step.stage.in_(STAGE_1),
+        Step.reported_input_tokens.is_not(None),
+    )
+    return [
+        Previous(step.messages_sent, tuple(step.cleared))
+        for step in session.scalars(query)
+        if _aware(step.created_at) > since
+    ]
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _with_summary(first: dict[str, Any], row: SummaryRow) -> dict[str, Any]:

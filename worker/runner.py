@@ -395,7 +395,16 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
     cache = cache_view(previous, ttl_seconds=services.settings.cache_ttl_seconds, at=now())
     planner = partial(_plan, job, budget=planning_budget, overhead=overhead, cache=cache)
     try:  # over the job's latest summary; a summary request instead when a compaction is due
-        composed = compose(session, job, every, carried, planner, budget=planning_budget, overhead=overhead)
+        composed = compose(
+            session,
+            job,
+            every,
+            carried,
+            planner,
+            budget=planning_budget,
+            overhead=overhead,
+            cache_ttl_seconds=services.settings.cache_ttl_seconds,
+        )
     except DoesNotFit as error:
         # A new chat starts from the first message (its hand-over repeats the instruction) and needs a round of
         # tool results to get anywhere: if the job's budget cannot hold those, a new chat would fail as well.
