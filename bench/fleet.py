@@ -135,12 +135,12 @@ def run_mode(workload: Workload, mode: Mode, emulator: EmulatorServer, database:
     tenants: dict[str, int] = {}  # A's jobs are one tenant's, B's both another's
     with workers(workload, mode, emulator, url, queue) as send:
         time_job(database, send, submit(database, "warm-up", 1, workload, tenants), 300)  # the workers are up
-        alone = submit(database, "B", workload.small_documents, workload, tenants, label="B-alone")
+        alone = submit(database, "B", workload.small_documents, workload, tenants, "B-alone")
         small_alone = time_job(database, send, alone, 300)
         emulator.reset(keep_config=True)  # the burst starts with a full bucket and fresh stats
         forget_learned_limits()
         started = time.monotonic()
-        burst = [submit(database, "A", workload.documents, workload, tenants, label=f"A{n}") for n in range(workload.jobs)]
+        burst = [submit(database, "A", workload.documents, workload, tenants, f"A{n}") for n in range(workload.jobs)]
         for job_id in burst:
             send(job_id)
         small = submit(database, "B", workload.small_documents, workload, tenants)
@@ -204,7 +204,8 @@ def submit(
     database: Database, tenant: str, documents: int, workload: Workload, tenants: dict[str, int], label: str = ""
 ) -> int:
     # Each job's own texts: jobs must not share a prompt-cache prefix with each other.
-    texts = {c.name: f"{label or tenant}\n{c.text}" for c in chapters(documents, chars=workload.chars, languages=("en",))}
+    written = chapters(documents, chars=workload.chars, languages=("en",))
+    texts = {c.name: f"{label or tenant}\n{c.text}" for c in written}
     with database.session() as session:
         if tenant not in tenants:
             tenants[tenant] = create_tenant(session, name=f"{tenant}-{uuid.uuid4().hex[:6]}")[0].id

@@ -78,7 +78,7 @@ def list_tenants(as_json: Json = False, database_url: DatabaseUrl = None) -> Non
         return
     listing = table("id", "name", "created (UTC)", "keys", "revoked", "running jobs cap")
     for row in rows:
-        cap = "default" if row.max_running_jobs is None else "none" if row.max_running_jobs == 0 else row.max_running_jobs
+        cap = {None: "default", 0: "none"}.get(row.max_running_jobs, row.max_running_jobs)
         listing.add_row(
             str(row.id),
             row.name,
@@ -135,9 +135,7 @@ def cap(
     jobs: Annotated[
         int | None, typer.Argument(min=0, help="The most jobs it may run at once (0: no cap).", show_default=False)
     ] = None,
-    default: Annotated[
-        bool, typer.Option("--default", help="Back to PLIMSOLL_MAX_RUNNING_JOBS_PER_TENANT.")
-    ] = False,
+    default: Annotated[bool, typer.Option("--default", help="Back to PLIMSOLL_MAX_RUNNING_JOBS_PER_TENANT.")] = False,
     as_json: Json = False,
     database_url: DatabaseUrl = None,
 ) -> None:
@@ -153,5 +151,5 @@ def cap(
     if as_json:
         print_json({"name": name, "max_running_jobs": jobs})
         return
-    told = "the default (PLIMSOLL_MAX_RUNNING_JOBS_PER_TENANT)" if jobs is None else "no cap" if jobs == 0 else str(jobs)
+    told = {None: "the default (PLIMSOLL_MAX_RUNNING_JOBS_PER_TENANT)", 0: "no cap"}.get(jobs, str(jobs))
     plain(err, f"Running jobs of tenant {name!r}: {told}.")

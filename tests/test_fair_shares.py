@@ -18,18 +18,18 @@ from bench.stack import REDIS_URL, fresh_database
 from demo.chapters import chapters
 from models.db import Database
 from models.documents import add_document
+from models.errors import InvalidInput
 from models.jobs import create_job
 from models.migrate import alembic_config
 from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus
 from models.tenants import create_tenant, set_running_cap
-from models.errors import InvalidInput
+from tests.support_worker import run_to_end, services
 from worker.admission import Limiter, Ticket, waiting_by_tenant
 from worker.fairness import priority_lists, step_priority
 from worker.metrics_server import oldest_queued_seconds
 from worker.providers import AnthropicProvider
 from worker.runner import run_step
-from tests.support_worker import run_to_end, services
 
 
 @pytest.fixture
@@ -115,8 +115,8 @@ def test_jobs_over_the_default_cap_wait_queued_and_start_when_one_ends(
     assert [outcome.action for outcome in first] == ["continued"] * cap + ["waiting_for_slot"]
     with database.session() as session:
         waiting = session.get(Job, ids[-1])
-        assert waiting is not None and (waiting.status, waiting.step, waiting.lease_owner) == (JobStatus.QUEUED, 0, None)
-        assert waiting.error is None  # waiting, not failed
+        assert waiting is not None and waiting.error is None  # waiting, not failed
+        assert (waiting.status, waiting.step, waiting.lease_owner) == (JobStatus.QUEUED, 0, None)
     woken.clear()
     run_to_end(ids[0], steps)  # one of the running jobs ends: the waiting one is queued at once
     assert ids[-1] in woken

@@ -15,8 +15,8 @@ import hmac
 import json
 import math
 import os
-from datetime import UTC
 from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC
 from typing import Any
 from wsgiref.simple_server import WSGIServer, make_server
 
@@ -54,7 +54,7 @@ class FleetCollector(Collector):
             return
         depth = GaugeMetricFamily("plimsoll_queue_depth", "Steps waiting in the broker's queue", labels=["queue"])
         oldest = GaugeMetricFamily(
-            "plimsoll_queue_oldest_seconds", "How long the oldest step in the broker's queue has waited", labels=["queue"]
+            "plimsoll_queue_oldest_seconds", "How long the oldest step in the broker's queue waited", labels=["queue"]
         )
         queue = self.settings.step_queue or "plimsoll-steps"
         depth.add_metric([queue], sum(client.llen(name) for name in priority_lists(queue)))
@@ -71,12 +71,12 @@ class FleetCollector(Collector):
             "How long the tenant's oldest waiting step has waited, by the same reasons",
             labels=["tenant", "reason"],
         )
-        for tenant, waiting in sorted(waiting_by_tenant(client).items()):
-            in_line.add_metric([tenant, "capacity"], waiting.steps)
-            longest.add_metric([tenant, "capacity"], waiting.oldest_seconds)
-        for tenant, (count, since) in sorted(self._queued_jobs().items()):
-            in_line.add_metric([str(tenant), "queued"], count)
-            longest.add_metric([str(tenant), "queued"], since)
+        for name, waiting in sorted(waiting_by_tenant(client).items()):
+            in_line.add_metric([name, "capacity"], waiting.steps)
+            longest.add_metric([name, "capacity"], waiting.oldest_seconds)
+        for tenant_id, (count, since) in sorted(self._queued_jobs().items()):
+            in_line.add_metric([str(tenant_id), "queued"], count)
+            longest.add_metric([str(tenant_id), "queued"], since)
         yield in_line
         yield longest
         limits = GaugeMetricFamily(
@@ -94,7 +94,6 @@ class FleetCollector(Collector):
         client.close()
         yield limits
         yield share
-
 
     def _queued_jobs(self) -> dict[int, tuple[int, float]]:
         """Per tenant: its main jobs not started yet (behind its cap, or not yet reached by a worker), and the age

@@ -87,7 +87,14 @@ class Services:
 class Outcome:
     job_id: int
     action: Literal[
-        "continued", "waiting", "finished", "retry", "rate_limited", "waiting_for_capacity", "waiting_for_slot", "skipped"
+        "continued",
+        "waiting",
+        "finished",
+        "retry",
+        "rate_limited",
+        "waiting_for_capacity",
+        "waiting_for_slot",
+        "skipped",
     ]
     step: int
     status: str
