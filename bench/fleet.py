@@ -38,7 +38,7 @@ from models.documents import add_document
 from models.jobs import create_job
 from models.tables import Job, JobKind, JobStatus
 from models.tenants import create_tenant
-from worker.fairness import priority_lists
+from worker.fairness import priority_lists, step_priority
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -186,6 +186,7 @@ def workers(workload: Workload, mode: Mode, emulator: EmulatorServer, url: str, 
         "PLIMSOLL_ADMISSION": "true" if mode.admission else "false",
     }
     processes = Processes()
+    database = Database(url)
     celery = [sys.executable, "-m", "celery", "-A", "worker.celery_app:app"]
     try:
         for slot in range(workload.workers):
@@ -194,9 +195,15 @@ def workers(workload: Workload, mode: Mode, emulator: EmulatorServer, url: str, 
             processes.spawn(args, log=f"worker{slot}.log", env=env, cwd=ROOT)
         from worker.tasks import run_step_task
 
-        yield lambda job_id: run_step_task.apply_async((job_id, 0), queue=queue)
+        def send(job_id: int) -> None:  # with the priority the API's enqueue gives a first step (worker/fairness.py)
+            with database.session() as session:
+                priority = step_priority(session, job_id)
+            run_step_task.apply_async((job_id, 0), queue=queue, priority=priority)
+
+        yield send
     finally:
         processes.close()
+        database.dispose()
         redis.Redis.from_url(REDIS_URL).delete(*priority_lists(queue))
 
 

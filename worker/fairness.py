@@ -1,11 +1,12 @@
-"""Fair shares at the broker: a step of a tenant running few jobs is taken before steps of a tenant running many.
+"""Fair shares at the broker: a step of a tenant with few jobs is taken before steps of a tenant with many.
 
 Celery's Redis transport keeps one list per priority and its workers always take from the first non-empty one
 (kombu's ``priority_steps``; 0 is taken first). A step is sent with the priority of its tenant's load: the number
-of the tenant's running main jobs, less one, at most 9. So a tenant's burst, once running, queues behind the
-single job of another tenant instead of in front of it; between tenants of the same load the queue is first in,
-first out. Nothing is starved for long: a tenant's running jobs have at most one step queued each, so the steps
-of lighter tenants that go first are few. The admission line (worker/admission.py) shares the provider's limit
+of the tenant's unfinished main jobs (queued or running), less one, at most 9. So the 2nd to 30th jobs of a
+tenant's burst, and every later step of them, queue behind the single job of another tenant instead of in front
+of it; between tenants of the same load the queue is first in, first out. Nothing is starved for long: a job has
+at most one step queued, so the steps of lighter tenants that go first are few. The admission line
+(worker/admission.py) shares the provider's limit
 between tenants the same way, and the cap on running jobs (worker/tenant_cap.py) bounds how many steps a burst
 puts in the queue at all. With RabbitMQ (whose priorities count the other way and need a queue declared for
 them), every step keeps the default priority: first in, first out.
@@ -23,12 +24,14 @@ PRIORITY_STEPS = list(range(LOWEST + 1))  # kombu: one Redis list per priority, 
 
 
 def step_priority(session: Session, job_id: int) -> int:
-    """The broker priority of a step of ``job_id``: its tenant's running main jobs, less one, at most 9."""
+    """The broker priority of a step of ``job_id``: its tenant's unfinished main jobs, less one, at most 9."""
     tenant = select(Job.tenant_id).where(Job.id == job_id).scalar_subquery()
-    running = session.scalar(
-        select(func.count()).where(Job.tenant_id == tenant, Job.parent_id.is_(None), Job.status == JobStatus.RUNNING)
+    unfinished = session.scalar(
+        select(func.count()).where(
+            Job.tenant_id == tenant, Job.parent_id.is_(None), Job.status.in_((JobStatus.QUEUED, JobStatus.RUNNING))
+        )
     )
-    return min(LOWEST, max(0, int(running or 0) - 1))
+    return min(LOWEST, max(0, int(unfinished or 0) - 1))
 
 
 def priority_lists(queue: str) -> list[str]:
