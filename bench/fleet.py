@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -229,10 +230,16 @@ def submit(
 
 
 def time_job(database: Database, send: Any, job_id: int, timeout: float) -> float:
-    started = time.monotonic()
+    """From sending the job's first step to its end as the worker recorded it (``finished_at``): the half-second
+    polling of ``wait_all`` would round a sub-second job up to it."""
+    started, sent = time.monotonic(), datetime.now(UTC)
     send(job_id)
     wait_all(database, [job_id], started + timeout)
-    return time.monotonic() - started
+    with database.session() as session:
+        finished = session.scalar(select(Job.finished_at).where(Job.id == job_id))
+    if finished is None:
+        return time.monotonic() - started
+    return ((finished if finished.tzinfo else finished.replace(tzinfo=UTC)) - sent).total_seconds()
 
 
 def wait_all(database: Database, ids: list[int], deadline: float) -> None:
@@ -349,8 +356,8 @@ def render(workload: Workload, results: list[Result]) -> str:
                     ", ".join(f"{share:.0%}" for share in r.minutes) or "(no full window)",
                     f"{r.wall:.1f}",
                     f"{r.ideal:.1f}",
-                    f"{r.small_alone:.1f}",
-                    f"{r.small_in_burst:.1f}",
+                    f"{r.small_alone:.2f}",
+                    f"{r.small_in_burst:.2f}",
                 ]
                 for r in results
             ],
