@@ -12,10 +12,11 @@ from collections.abc import Iterator
 import pytest
 import redis
 from alembic import command
-from sqlalchemy import text
+from sqlalchemy import func, select, text
 
 from bench.stack import REDIS_URL, fresh_database
 from demo.chapters import chapters
+from emulator import EmulatorServer
 from models.db import Database
 from models.documents import add_document
 from models.errors import InvalidInput
@@ -24,11 +25,13 @@ from models.migrate import alembic_config
 from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus
 from models.tenants import create_tenant, set_running_cap
-from tests.support_worker import run_to_end, services
+from tests.support import wait_until
+from tests.support_worker import run_to_end, services, wait_for
 from worker.admission import Limiter, Ticket, waiting_by_tenant
 from worker.fairness import priority_lists, step_priority
 from worker.metrics_server import oldest_queued_seconds
 from worker.providers import AnthropicProvider
+from worker.queue import enqueue_step
 from worker.runner import run_step
 
 
@@ -47,6 +50,9 @@ def provider() -> Iterator[str]:
     for key in connection.scan_iter(f"plimsoll:ratelimit:{{{name}/*"):
         connection.delete(key)
     connection.close()
+
+
+FINISHED = [status for status in JobStatus if status.finished]
 
 
 def ticket(provider: str, step: int, tenant: int) -> Ticket:
@@ -182,3 +188,35 @@ def test_the_cap_column_is_migrated_with_existing_tenants_on_the_default() -> No
                 assert "max_running_jobs" not in set(columns)
         finally:
             database.dispose()
+
+
+@pytest.mark.usefixtures("celery_worker")
+def test_with_the_default_settings_a_burst_does_not_hold_back_another_tenants_job(
+    database: Database, emulator_reset: EmulatorServer
+) -> None:
+    """A real worker against the rate-limited emulator: tenant A's burst drains the limit and fills the admission
+    line; tenant B's job, sent after, goes before A's waiting steps. First in, first out it would end after
+    every one of them, when all of A's jobs had ended."""
+    emulator_reset.configure(rate_limits={"input_tokens_per_minute": 6_000})  # 100 a second; the burst: ~13,000
+    burst = jobs_of_one_tenant(database, 10)
+    for job_id in burst:
+        enqueue_step(job_id, 0)
+    wait_until(lambda: len(answered(emulator_reset)) >= len(burst), 60, "the burst's first steps answered")
+    [small] = jobs_of_one_tenant(database, 1)
+    enqueue_step(small, 0)
+    try:
+        job = wait_for(database, small, timeout=120)
+        assert job.status == JobStatus.SUCCEEDED, job.error
+        with database.session() as session:
+            ended = session.scalar(select(func.count()).where(Job.id.in_(burst), Job.status.in_(FINISHED)))
+        assert ended is not None and ended < len(burst) / 2, f"{ended} of the burst's jobs ended before B's"
+    finally:
+        with database.session() as session:  # the rest of the burst is not waited for
+            for job_id in burst:
+                unfinished = session.get(Job, job_id)
+                if unfinished is not None and not JobStatus(unfinished.status).finished:
+                    unfinished.status = JobStatus.CANCELLED
+
+
+def answered(emulator: EmulatorServer) -> list[dict[str, object]]:
+    return [r for r in emulator.stats()["log"] if r["route"] == "messages" and r["status"] == 200]
