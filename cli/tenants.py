@@ -76,10 +76,16 @@ def list_tenants(as_json: Json = False, database_url: DatabaseUrl = None) -> Non
     if not rows:
         plain(err, "No tenants.")
         return
-    listing = table("id", "name", "created (UTC)", "keys", "revoked")
+    listing = table("id", "name", "created (UTC)", "keys", "revoked", "running jobs cap")
     for row in rows:
+        cap = {None: "default", 0: "none"}.get(row.max_running_jobs, row.max_running_jobs)
         listing.add_row(
-            str(row.id), row.name, f"{row.created_at:%Y-%m-%d %H:%M}", str(row.active_keys), str(row.revoked_keys)
+            str(row.id),
+            row.name,
+            f"{row.created_at:%Y-%m-%d %H:%M}",
+            str(row.active_keys),
+            str(row.revoked_keys),
+            str(cap),
         )
     out.print(listing)
 
@@ -121,3 +127,29 @@ def rotate(
     old = "The old keys still work." if keep_old else "The old keys no longer work."
     plain(err, f"A new key for tenant {name!r}, shown only this once. {old}")
     plain(out, key)
+
+
+@app.command("cap")
+def cap(
+    name: Name,
+    jobs: Annotated[
+        int | None, typer.Argument(min=0, help="The most jobs it may run at once (0: no cap).", show_default=False)
+    ] = None,
+    default: Annotated[bool, typer.Option("--default", help="Back to PLIMSOLL_MAX_RUNNING_JOBS_PER_TENANT.")] = False,
+    as_json: Json = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Set how many jobs the tenant may run at once; more wait queued and start as its running jobs end."""
+    from models.tenants import set_running_cap, tenant_named
+
+    _out, err = consoles()
+    if (jobs is None) == (not default):
+        fail("give either a number of jobs (0: no cap) or --default")
+    with session_on(database_url) as session:
+        tenant = tenant_named(session, name)
+        set_running_cap(session, tenant_id=tenant.id, cap=jobs)
+    if as_json:
+        print_json({"name": name, "max_running_jobs": jobs})
+        return
+    told = {None: "the default (PLIMSOLL_MAX_RUNNING_JOBS_PER_TENANT)", 0: "no cap"}.get(jobs, str(jobs))
+    plain(err, f"Running jobs of tenant {name!r}: {told}.")

@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     admission: bool = True
     limiter_url: str | None = None  # the limiter's Redis (None: the broker's, when it is Redis)
     rate_limits: dict[str, dict[str, int]] = Field(default_factory=dict)
+    # Fair shares (worker/tenant_cap.py): a tenant's main jobs beyond this many wait queued until one of its
+    # running jobs ends (0: no cap). A tenant's own cap (plimsoll tenant cap) wins.
+    max_running_jobs_per_tenant: int = Field(default=10, ge=0)
     default_locale: str = "en"
 
 

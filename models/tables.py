@@ -61,6 +61,8 @@ class Tenant(Base):
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     created_at: Mapped[datetime] = mapped_column(default=now)
+    # The most main jobs it may run at once (None: PLIMSOLL_MAX_RUNNING_JOBS_PER_TENANT; 0: no cap).
+    max_running_jobs: Mapped[int | None] = mapped_column(default=None)
 
 
 class ApiKey(Base):

@@ -52,6 +52,7 @@ class TenantRow:
     created_at: datetime
     active_keys: int
     revoked_keys: int
+    max_running_jobs: int | None  # its own cap on running jobs (None: the setting's)
 
 
 def tenants(session: Session) -> list[TenantRow]:
@@ -59,7 +60,7 @@ def tenants(session: Session) -> list[TenantRow]:
     active = func.count(ApiKey.id).filter(ApiKey.revoked_at.is_(None))
     revoked = func.count(ApiKey.id).filter(ApiKey.revoked_at.is_not(None))
     query = (
-        select(Tenant.id, Tenant.name, Tenant.created_at, active, revoked)
+        select(Tenant.id, Tenant.name, Tenant.created_at, active, revoked, Tenant.max_running_jobs)
         .outerjoin(ApiKey, ApiKey.tenant_id == Tenant.id)
         .group_by(Tenant.id)
         .order_by(Tenant.id)
@@ -87,3 +88,14 @@ def rotate_key(session: Session, *, tenant_id: int, keep_old: bool = False) -> s
     if not keep_old:
         revoke_keys(session, tenant_id=tenant_id)
     return issue_key(session, tenant_id=tenant_id, label="rotated")
+
+
+def set_running_cap(session: Session, *, tenant_id: int, cap: int | None) -> None:
+    """The most main jobs the tenant may run at once (0: no cap; None: the setting's,
+    PLIMSOLL_MAX_RUNNING_JOBS_PER_TENANT); jobs beyond it wait queued."""
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+        raise InvalidInput(f"a tenant's cap on running jobs is a whole number of 0 or more (0: no cap), not {cap!r}")
+    tenant = session.get(Tenant, tenant_id)
+    if tenant is None:
+        raise NotFound(f"no tenant {tenant_id}")
+    tenant.max_running_jobs = cap

@@ -1,4 +1,4 @@
-"""Admission under the provider's rate limits, shared in Redis: a token bucket that lends ahead (reservations
+"""Admission under the provider's rate limits, shared in Redis: a token bucket with a line in front (reservations
 are served in order and told when their turn comes), corrected by real usage and by what answers say."""
 
 from __future__ import annotations

@@ -432,7 +432,8 @@ def test_tenant_list_revoke_and_rotate_key(served: Served, database_url: str) ->
     assert not works(served, first) and not works(served, second)
     [row] = [row for row in listed if row["name"] == name]
     assert (row["active_keys"], row["revoked_keys"]) == (1, 2)
-    assert any(line.split()[1:2] == [name] and line.split()[-2:] == ["1", "2"] for line in table.stdout.splitlines())
+    listing = table.stdout.splitlines()
+    assert any(line.split()[1:2] == [name] and line.split()[-3:] == ["1", "2", "default"] for line in listing)
 
     revoked = operator("tenant", "revoke", name, "--database-url", database_url)
 

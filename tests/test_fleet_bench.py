@@ -1,17 +1,27 @@
 """``python -m bench.fleet --scaled``: two workers with different hostnames, sharing the limiter, against the
-rate-limited emulator, with the default settings (admission on). Every goal of what is built must be met for
-them. Not asserted here, and marked NOT MET by the full run (bench/results/fleet.md): fair shares between
-tenants (not built) and 429s ≤ 3 % with a second client taking 20 % of the key (3.3 % measured)."""
+rate-limited emulator, with the default settings (admission on, fair shares, the default cap on running jobs).
+Every goal the default run measures must be met, but one that this scale cannot judge: a small tenant's job
+≤ 1.5× its time alone. Here that job takes 0.2-0.3 s of our own code and the instant emulator, so its time is
+the CPU it gets on the test machine: alone it measured 0.20 to 1.15 s from run to run (other work on the
+machine), in the burst 0.54 to 0.93 s. The goal is measured and reported here, and judged by the full run
+(bench/results/fleet.md); that the burst does not hold the small job back is asserted with a real worker in
+tests/test_fair_shares.py (which fails without the fair line). Not asserted either, and marked NOT MET by the
+full run: 429s ≤ 3 % with a second client taking 20 % of the key (3.3 % measured)."""
 
 from __future__ import annotations
 
 from bench import fleet
+
+SUB_SECOND = "a small tenant's job"  # see above: this scale cannot judge it
 
 
 def test_the_fleet_meets_its_goals_with_the_default_settings() -> None:
     results = fleet.run(fleet.SCALED, (fleet.MODES[0],))
     report = fleet.render(fleet.SCALED, results)
     print(report)
-    built = [goal for goal in fleet.goals(results) if "not built" not in goal.text]
-    assert [goal.text for goal in built if goal.met is not True] == [], report  # each measured, each met
+    goals = fleet.goals(results)
+    [small] = [goal for goal in goals if goal.text.startswith(SUB_SECOND)]
+    assert small.met is not None, report  # measured: B alone, then B during A's burst
+    judged = [goal for goal in goals if goal is not small]
+    assert [goal.text for goal in judged if goal.met is not True] == [], report  # each measured, each met
     assert results[0].states == {"succeeded": fleet.SCALED.jobs + 1}

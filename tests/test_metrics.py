@@ -45,7 +45,8 @@ def test_the_metrics_need_the_password(served: str) -> None:
     assert answer.status_code == 200
     names = {family.name for family in text_string_to_metric_families(answer.text)}
     assert {"plimsoll_steps", "plimsoll_tokens", "plimsoll_rate_limited", "plimsoll_admission_wait_seconds",
-            "plimsoll_reconciler_requeued", "plimsoll_jobs", "plimsoll_queue_depth"} <= names  # fmt: skip
+            "plimsoll_reconciler_requeued", "plimsoll_jobs", "plimsoll_queue_depth", "plimsoll_queue_oldest_seconds",
+            "plimsoll_tenant_waiting_steps", "plimsoll_tenant_oldest_waiting_seconds"} <= names  # fmt: skip
 
 
 def test_without_a_password_nothing_is_served(database: Database, monkeypatch: pytest.MonkeyPatch) -> None:

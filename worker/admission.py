@@ -2,13 +2,24 @@
 rate limits from a limiter in Redis that every worker on every machine shares.
 
 The algorithm is a token bucket per limit (requests, input tokens, output tokens per minute, per provider and
-model class), as the providers describe their own limits, that *lends ahead*: a reservation always takes its
-tokens, and when the bucket goes into debt the step is told when its turn comes (the time the debt is paid back
-by the refill). This is GCRA's virtual scheduling in token-bucket form. It was chosen over a plain refuse-and-retry
-bucket because reservations are served in the order they were made: a 180k-token request is not starved by a
-stream of small ones that would always find room first, and a step that must wait knows for how long, so it goes
-back to the broker once with that countdown instead of polling. One Lua script does each step atomically on
-Redis's clock (``TIME``), so workers on machines with skewed clocks agree.
+model class), as the providers describe their own limits, with a *line* in front of it: a step that does not fit
+now takes a place in the line and is told when its turn comes (the time the refill covers every request ahead of
+it and its own), so it goes back to the broker once with that countdown instead of polling, and comes back to be
+admitted. This is GCRA's virtual scheduling in token-bucket form: a 180k-token request is not starved by a stream
+of small ones that would always find room first, because nobody behind it in the line is admitted before the
+bucket holds what is ahead of them. One Lua script does each step atomically on Redis's clock (``TIME``), so
+workers on machines with skewed clocks agree.
+
+The line is ordered fairly between tenants, by start-time fair queueing (SFQ, Goyal et al. 1996; a weighted fair
+queueing in which every tenant weighs the same): each request is tagged with a virtual start time, the later of
+the line's virtual time and the finish of the same tenant's previous request, and a request's size is counted in
+seconds of its most constrained limit. So a tenant that queued 30 jobs' requests has tags far ahead, and another
+tenant's first request takes its place at the line's virtual time, before them: each tenant with steps waiting
+gets the same share of the limit, in tokens, not in steps (steps differ 100-fold in size). Tags, the line and
+every place in it live in Redis (``{group}:tags``, ``{group}:line``, ``{group}:due``), shared by every worker on
+every machine. A step that does not come back within ``LATENESS_SECONDS`` of its turn (its job cancelled, its
+message lost until the reconciler sends it again) is taken out of the line and takes its place again when it
+comes back.
 
 - The reservation is the request's planned uncached input (the cached prefix is left out where the provider does
   not count cache reads) and its ``max_tokens``; after the reply the real usage corrects it (``settle``).
@@ -18,7 +29,7 @@ Redis's clock (``TIME``), so workers on machines with skewed clocks agree.
   under half), so
   another client of the same key is accounted for. Without any known limit, a step is admitted at once.
 - A reservation is kept under the step's ticket (job and step) until settled, so a step that comes back after its
-  wait, or is delivered twice, does not reserve twice.
+  wait, or is delivered twice, keeps its place and does not reserve twice.
 """
 
 from __future__ import annotations
@@ -36,41 +47,101 @@ logger = logging.getLogger(__name__)
 
 TICKET_SECONDS = 24 * 3600  # a reservation whose step never came back is forgotten after this long
 BUCKET_IDLE_SECONDS = 600  # a bucket untouched this long is full again anyway (a minute refills it)
+LATENESS_SECONDS = 60  # a step this late for its turn is taken out of the line (it takes its place again later)
 CACHE_READS_COUNTED = {"openai": True}  # providers whose input-token limit counts cache reads (Anthropic: not)
 
-# KEYS: limits, bucket per kind (3), ticket. ARGV: cost per kind (3), limit set by configuration per kind (3,
-# 0: learned). Returns the seconds until the ticket's turn (<= 0: go now).
+# KEYS: limits, bucket per kind (3), ticket, line, tags, due. ARGV: cost per kind (3), limit set by configuration
+# per kind (3, 0: learned), ticket seconds, bucket idle seconds, tenant, lateness seconds, ticket id. Returns the
+# seconds until the ticket's turn (<= 0: go now, its cost taken from the buckets).
 _RESERVE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local ready = redis.call('HGET', KEYS[5], 'ready')
-if ready then return tostring(tonumber(ready) - now) end
+local ticket_key, line, tags, due = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+if redis.call('HGET', ticket_key, 'admitted') then return '0' end
 local names = {'requests', 'input_tokens', 'output_tokens'}
-local latest = now
-local charged = {}
+local share = tonumber(redis.call('HGET', KEYS[1], 'share') or '1')
+local limits, rates, levels, costs = {}, {}, {}, {}
+local known = false
+local size = 0  -- the request's size in seconds of its most constrained limit: what fairness counts
 for i = 1, 3 do
   local limit = tonumber(ARGV[3 + i])
   if limit <= 0 then limit = tonumber(redis.call('HGET', KEYS[1], names[i]) or '0') end
+  limits[i], costs[i] = limit, tonumber(ARGV[i])
   if limit > 0 then
-    local cost = tonumber(ARGV[i])
-    local rate = limit / 60 * tonumber(redis.call('HGET', KEYS[1], 'share') or '1')
-    local state = redis.call('HMGET', KEYS[1 + i], 'level', 'at', 'held')
+    known = true
+    rates[i] = limit / 60 * share
+    local state = redis.call('HMGET', KEYS[1 + i], 'level', 'at')
     local level = tonumber(state[1]) or limit
     local at = tonumber(state[2]) or now
-    level = math.min(limit, level + math.max(0, now - at) * rate) - cost
-    -- a request larger than a minute's worth goes when the bucket was full before it, as the provider takes it
-    local floor = -math.max(0, cost - limit)
-    if level < floor then latest = math.max(latest, now + (floor - level) / rate) end
-    redis.call('HSET', KEYS[1 + i], 'level', level, 'at', now, 'held', (tonumber(state[3]) or 0) + cost)
-    redis.call('EXPIRE', KEYS[1 + i], ARGV[8])
-    table.insert(charged, names[i])
-    table.insert(charged, cost)
+    levels[i] = math.min(limit, level + math.max(0, now - at) * rates[i])
+    size = math.max(size, costs[i] * 60 / limit)
   end
 end
-if #charged == 0 then return '0' end
-redis.call('HSET', KEYS[5], 'ready', latest, unpack(charged))
-redis.call('EXPIRE', KEYS[5], ARGV[7])
-return tostring(latest - now)
+if not known then return '0' end
+-- Its place in the line: start-time fair queueing. A tenant's next request starts where its previous one
+-- finished, or at the line's virtual time if the tenant has nothing waiting; the line is served in start order.
+local tag = tonumber(redis.call('HGET', ticket_key, 'tag') or '')
+local member = redis.call('HGET', ticket_key, 'member')
+local tenant = ARGV[9]
+if not tag then
+  local virtual = tonumber(redis.call('HGET', tags, '_virtual') or '0')
+  tag = math.max(virtual, tonumber(redis.call('HGET', tags, tenant) or '0'))
+  redis.call('HSET', tags, tenant, tag + size)
+  local seq = redis.call('HINCRBY', tags, '_seq', 1)
+  member = string.format('%015d|%s|%s|%d|%d|%d|%.3f', seq, tenant, ARGV[11], costs[1], costs[2], costs[3], now)
+  redis.call('HSET', ticket_key, 'tag', tag, 'member', member)
+end
+redis.call('ZADD', line, tag, member)
+-- What waits ahead of it in the line (a step long overdue is taken as gone; it takes its place again if it
+-- comes back), and whether the buckets hold that and this request too.
+local ahead = {0, 0, 0}
+local lateness = tonumber(ARGV[10])
+local others = redis.call('ZRANGEBYSCORE', line, '-inf', tag, 'WITHSCORES')
+for n = 1, #others, 2 do
+  local other, score = others[n], tonumber(others[n + 1])
+  if score < tag or (score == tag and other < member) then
+    local when = tonumber(redis.call('HGET', due, other) or tostring(now))
+    if now - when > lateness then
+      redis.call('ZREM', line, other)
+      redis.call('HDEL', due, other)
+    else
+      local _, _, c1, c2, c3 = string.find(other, '^[^|]*|[^|]*|[^|]*|(%d+)|(%d+)|(%d+)|')
+      ahead[1], ahead[2], ahead[3] = ahead[1] + tonumber(c1), ahead[2] + tonumber(c2), ahead[3] + tonumber(c3)
+    end
+  end
+end
+local wait = 0
+for i = 1, 3 do
+  if limits[i] > 0 then
+    -- a request larger than a minute's worth goes when the bucket was full before it, as the provider takes it
+    local floor = -math.max(0, costs[i] - limits[i])
+    local short = floor - (levels[i] - ahead[i] - costs[i])
+    if short > 0 then wait = math.max(wait, short / rates[i]) end
+  end
+end
+local keep = ARGV[7]
+if wait > 0 then
+  redis.call('HSET', due, member, now + wait)
+  for _, key in ipairs({ticket_key, line, tags, due}) do redis.call('EXPIRE', key, keep) end
+  return tostring(wait)
+end
+local charged = {}
+for i = 1, 3 do
+  if limits[i] > 0 then
+    local held = tonumber(redis.call('HGET', KEYS[1 + i], 'held') or '0')
+    redis.call('HSET', KEYS[1 + i], 'level', levels[i] - costs[i], 'at', now, 'held', held + costs[i])
+    redis.call('EXPIRE', KEYS[1 + i], ARGV[8])
+    table.insert(charged, names[i])
+    table.insert(charged, costs[i])
+  end
+end
+redis.call('ZREM', line, member)
+redis.call('HDEL', due, member)
+local virtual = tonumber(redis.call('HGET', tags, '_virtual') or '0')
+redis.call('HSET', tags, '_virtual', math.max(virtual, tag))
+redis.call('HSET', ticket_key, 'admitted', 1, unpack(charged))
+for _, key in ipairs({ticket_key, tags}) do redis.call('EXPIRE', key, keep) end
+return '0'
 """
 
 # KEYS: as above. ARGV: used per kind (3), configured limit per kind (3), stated limit per kind (3, 0: not
@@ -128,6 +199,7 @@ class Ticket:
     model: str
     job_id: int
     step: int
+    tenant: int = 0  # whose share of the line it takes
 
     def keys(self) -> list[str]:
         # One hash tag per limit group, so that a Redis Cluster keeps a script's keys on one node.
@@ -136,6 +208,9 @@ class Ticket:
             f"{group}:limits",
             *(f"{group}:bucket:{kind}" for kind in KINDS),
             f"{group}:ticket:{self.job_id}:{self.step}",
+            f"{group}:line",
+            f"{group}:tags",
+            f"{group}:due",
         ]
 
 
@@ -150,11 +225,11 @@ class Limiter:
         self._settle = client.register_script(_SETTLE)
 
     def reserve(self, ticket: Ticket, *, input_tokens: int, output_tokens: int) -> float:
-        """Reserve the request's share of every known limit; the seconds until it may be sent (0: now)."""
-        costs = [1, max(0, input_tokens), max(0, output_tokens)]
-        wait = self._reserve(
-            keys=ticket.keys(), args=[*costs, *self._limits(ticket), TICKET_SECONDS, BUCKET_IDLE_SECONDS]
-        )
+        """Reserve the request's share of every known limit when its turn has come (0: send it now, its share
+        taken); otherwise its place in the line is kept and the seconds until its turn are returned."""
+        costs = [1, max(0, int(input_tokens)), max(0, int(output_tokens))]
+        args = [*costs, *self._limits(ticket), TICKET_SECONDS, BUCKET_IDLE_SECONDS, ticket.tenant, LATENESS_SECONDS]
+        wait = self._reserve(keys=ticket.keys(), args=[*args, f"{ticket.job_id}:{ticket.step}"])
         return max(0.0, float(wait))
 
     def settle(
@@ -190,3 +265,25 @@ def planned_input(*, tokens: int, provider: str, cached_prefix: int) -> int:
     if CACHE_READS_COUNTED.get(provider, False):
         return tokens
     return max(0, tokens - cached_prefix)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Steps of one tenant waiting in the admission lines for their turn, and how long the oldest has waited."""
+
+    steps: int
+    oldest_seconds: float
+
+
+def waiting_by_tenant(client: redis.Redis) -> dict[str, Waiting]:
+    """Every tenant's steps waiting in the admission lines (every provider and model class), on Redis's clock."""
+    seconds, micros = client.time()
+    moment = seconds + micros / 1_000_000
+    found: dict[str, Waiting] = {}
+    for key in client.scan_iter("plimsoll:ratelimit:*:line"):
+        for member in client.zrange(key, 0, -1):
+            fields = (member.decode() if isinstance(member, bytes) else str(member)).split("|")
+            tenant, since = fields[1], float(fields[6])
+            known = found.get(tenant, Waiting(0, 0.0))
+            found[tenant] = Waiting(known.steps + 1, max(known.oldest_seconds, moment - since))
+    return found

@@ -7,6 +7,7 @@ from __future__ import annotations
 from celery import Celery
 
 from models.settings import Settings, get_settings
+from worker.fairness import PRIORITY_STEPS
 
 STEP_QUEUE = "plimsoll-steps"  # the step queue, unless PLIMSOLL_STEP_QUEUE names another
 
@@ -31,7 +32,12 @@ def make_celery(settings: Settings) -> Celery:
         worker_cancel_long_running_tasks_on_connection_loss=False,
         # Redis only: a message taken by a worker that died is handed out again after this long. The reconciler
         # recovers the job long before (lease + reconcile interval), so this only needs to outlast a slow step.
-        broker_transport_options={"visibility_timeout": 2 * settings.request_timeout_seconds + 600},
+        # Redis: one list per priority, taken in order, so a tenant running few jobs goes first (worker/fairness.py).
+        broker_transport_options={
+            "visibility_timeout": 2 * settings.request_timeout_seconds + 600,
+            "priority_steps": PRIORITY_STEPS,
+            "sep": ":",
+        },
         # Beat runs the reconciler itself, on one machine at a time (worker/scheduler.py): no step backlog can
         # hold it up and no round expires unrun.
         beat_scheduler="worker.scheduler:ReconcilingScheduler",

@@ -12,11 +12,15 @@ from __future__ import annotations
 import argparse
 import base64
 import hmac
+import json
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC
 from typing import Any
 from wsgiref.simple_server import WSGIServer, make_server
 
+import redis
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -25,7 +29,9 @@ from sqlalchemy import func, select
 
 from models.db import Database, get_database
 from models.settings import Settings, get_settings
-from models.tables import Job
+from models.tables import Job, JobStatus, now
+from worker.admission import waiting_by_tenant
+from worker.fairness import priority_lists
 from worker.metrics import ADMISSION_WAITS, RATE_LIMITED, REQUEUED, STEPS, TOKENS
 from worker.rate_limits import KINDS
 from worker.services import shared_redis
@@ -47,9 +53,32 @@ class FleetCollector(Collector):
         if client is None:
             return
         depth = GaugeMetricFamily("plimsoll_queue_depth", "Steps waiting in the broker's queue", labels=["queue"])
+        oldest = GaugeMetricFamily(
+            "plimsoll_queue_oldest_seconds", "How long the oldest step in the broker's queue waited", labels=["queue"]
+        )
         queue = self.settings.step_queue or "plimsoll-steps"
-        depth.add_metric([queue], client.llen(queue))
+        depth.add_metric([queue], sum(client.llen(name) for name in priority_lists(queue)))
+        oldest.add_metric([queue], oldest_queued_seconds(client, queue))
         yield depth
+        yield oldest
+        in_line = GaugeMetricFamily(
+            "plimsoll_tenant_waiting_steps",
+            "Steps waiting, per tenant: in the admission line for capacity, or as jobs queued behind the tenant's cap",
+            labels=["tenant", "reason"],
+        )
+        longest = GaugeMetricFamily(
+            "plimsoll_tenant_oldest_waiting_seconds",
+            "How long the tenant's oldest waiting step has waited, by the same reasons",
+            labels=["tenant", "reason"],
+        )
+        for name, waiting in sorted(waiting_by_tenant(client).items()):
+            in_line.add_metric([name, "capacity"], waiting.steps)
+            longest.add_metric([name, "capacity"], waiting.oldest_seconds)
+        for tenant_id, (count, since) in sorted(self._queued_jobs().items()):
+            in_line.add_metric([str(tenant_id), "queued"], count)
+            longest.add_metric([str(tenant_id), "queued"], since)
+        yield in_line
+        yield longest
         limits = GaugeMetricFamily(
             "plimsoll_rate_limit_per_minute", "Provider limits learned or set, per group", labels=["group", "kind"]
         )
@@ -65,6 +94,37 @@ class FleetCollector(Collector):
         client.close()
         yield limits
         yield share
+
+    def _queued_jobs(self) -> dict[int, tuple[int, float]]:
+        """Per tenant: its main jobs not started yet (behind its cap, or not yet reached by a worker), and the age
+        of the oldest."""
+        query = (
+            select(Job.tenant_id, func.count(), func.min(Job.created_at))
+            .where(Job.status == JobStatus.QUEUED, Job.parent_id.is_(None))
+            .group_by(Job.tenant_id)
+        )
+        moment = now()
+        with self.database.session() as session:
+            return {
+                tenant: (count, (moment - (first if first.tzinfo else first.replace(tzinfo=UTC))).total_seconds())
+                for tenant, count, first in session.execute(query)
+            }
+
+
+def oldest_queued_seconds(client: redis.Redis, queue: str) -> float:
+    """How long the oldest message of a Redis queue has waited, from the time its step was sent (the header
+    ``plimsoll_queued_at`` that worker/tasks.py sets); 0 when the queue is empty."""
+    sent: list[float] = []
+    for name in priority_lists(queue):
+        oldest = client.lindex(name, -1)  # kombu pushes on the left and takes from the right
+        try:
+            sent.append(float(json.loads(oldest)["headers"]["plimsoll_queued_at"]) if oldest is not None else math.inf)
+        except (ValueError, KeyError, TypeError):
+            continue
+    if not sent or min(sent) == math.inf:
+        return 0.0
+    seconds, micros = client.time()
+    return max(0.0, seconds + micros / 1_000_000 - min(sent))
 
 
 def _text(value: bytes | str) -> str:

@@ -61,6 +61,7 @@ from worker.providers.base import Provider, Reply, Usage
 from worker.rate_limits import Budget
 from worker.routing import route
 from worker.runaway import count_calls, fingerprint, with_warning
+from worker.tenant_cap import over_cap, waiting_jobs
 from worker.tools import Delegation, result, run_tool, tools_for
 from worker.tracebacks import scrubbed_traceback
 
@@ -86,7 +87,16 @@ class Services:
 @dataclass(frozen=True)
 class Outcome:
     job_id: int
-    action: Literal["continued", "waiting", "finished", "retry", "rate_limited", "waiting_for_capacity", "skipped"]
+    action: Literal[
+        "continued",
+        "waiting",
+        "finished",
+        "retry",
+        "rate_limited",
+        "waiting_for_capacity",
+        "waiting_for_slot",
+        "skipped",
+    ]
     step: int
     status: str
     stage: str | None = None
@@ -123,6 +133,7 @@ class _Prepared:
     breakpoints: tuple[int, ...] = ()  # request messages ending a prefix the next requests keep
     compaction: Compaction | None = None  # the request asks for a summary of this range (worker/compaction.py)
     counted_input: int = 0  # what the request is expected to count against the provider's input-token limit
+    tenant_id: int = 0  # whose share of the admission line the request takes
 
 
 def run_step(job_id: int, services: Services, *, step: int | None = None) -> Outcome:
@@ -206,7 +217,13 @@ def _send(prepared: _Prepared, job_id: int, owner: str, services: Services) -> R
 
 
 def _ticket(prepared: _Prepared, job_id: int) -> Ticket:
-    return Ticket(provider=prepared.provider_name, model=prepared.model, job_id=job_id, step=prepared.step)
+    return Ticket(
+        provider=prepared.provider_name,
+        model=prepared.model,
+        job_id=job_id,
+        step=prepared.step,
+        tenant=prepared.tenant_id,
+    )
 
 
 def _wait_for_capacity(prepared: _Prepared, job_id: int, owner: str, services: Services) -> Outcome | None:
@@ -296,6 +313,9 @@ def _begin(
         steps = f"{job.step} step{'' if job.step == 1 else 's'}"
         return _stop(session, job, f"stopped after {steps}, the limit of this job", "steps", steps=job.step)
     if job.status == JobStatus.QUEUED:
+        if over_cap(session, job, settings):  # it waits queued; the end of one of its tenant's jobs queues it
+            release(job, seconds=settings.lease_seconds)
+            return Outcome(job_id, "waiting_for_slot", job.step, job.status)
         job.status, job.started_at = JobStatus.RUNNING, now()
     if job.strategy in CALIBRATED:
         known = learned_limits(session, job.model)
@@ -341,7 +361,10 @@ def _after_commit(done: _Done | Outcome, services: Services) -> Outcome:
     cannot be queued now is queued by the reconciler when its job's deadline passes."""
     if isinstance(done, Outcome):
         return done
-    for job_id, step, delay in done.wake:
+    wake = done.wake
+    if done.outcome.action == "finished":
+        wake = [*wake, *_waiting_for_slot(done.outcome.job_id, services)]
+    for job_id, step, delay in wake:
         try:
             services.enqueue(job_id, step, delay)
         except Exception as error:
@@ -355,6 +378,23 @@ def _after_commit(done: _Done | Outcome, services: Services) -> Outcome:
     if done.report is not None:
         services.report(done.report)
     return done.outcome
+
+
+def _waiting_for_slot(job_id: int, services: Services) -> list[Wake]:
+    """The first steps of the jobs of the finished job's tenant that waited for a place under its cap and fit
+    now (worker/tenant_cap.py). Only an improvement: the reconciler queues them at their deadline anyway."""
+
+    def waiting(session: Session) -> list[int]:
+        job = session.get(Job, job_id)
+        if job is None or job.parent_id is not None:
+            return []
+        return waiting_jobs(session, job.tenant_id, services.settings)
+
+    try:
+        return [(waiting_id, 0, None) for waiting_id in in_transaction(services.database, waiting)]
+    except Exception as error:
+        logger.warning("job %s: the jobs waiting for its place were not queued (%s)", job_id, type(error).__name__)
+        return []
 
 
 class _NothingFits(Exception):
@@ -427,6 +467,7 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
         carried=carried,
         breakpoints=composed.breakpoints,
         compaction=composed.compaction,
+        tenant_id=job.tenant_id,
         counted_input=planned_input(
             tokens=int(composed.plan.tokens * factor),
             provider=job.provider,

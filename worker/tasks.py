@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from functools import cache
 from typing import Any
 
@@ -14,6 +15,7 @@ from models.settings import get_settings
 from models.tables import Job, JobStatus
 from worker.celery_app import app
 from worker.errors import JobFailed
+from worker.fairness import step_priority
 from worker.lease import reconcile
 from worker.metrics import REQUEUED, STEPS
 from worker.outages import DatabaseUnavailable, first_report_of_outage, is_outage, outage_over
@@ -26,7 +28,28 @@ logger = logging.getLogger(__name__)
 
 
 def enqueue_with_celery(job_id: int, step: int | None = None, delay: float | None = None) -> None:
-    run_step_task.apply_async((job_id, step), countdown=delay, argsrepr=shown_args(job_id, step))
+    # plimsoll_queued_at: the metrics tell how long the oldest step in the queue has waited (metrics_server.py).
+    sent = {"plimsoll_queued_at": time.time() + (delay or 0.0)}
+    run_step_task.apply_async(
+        (job_id, step),
+        countdown=delay,
+        argsrepr=shown_args(job_id, step),
+        headers=sent,
+        priority=_priority(job_id),
+    )
+
+
+def _priority(job_id: int) -> int | None:
+    """The step's broker priority by its tenant's load (worker/fairness.py); None (the default) without Redis
+    priorities or when the database cannot say."""
+    if not get_settings().broker_url.startswith(("redis://", "rediss://")):
+        return None
+    try:
+        with _services().database.session() as session:
+            return step_priority(session, job_id)
+    except Exception as error:
+        logger.warning("job %s: its step goes with the default priority (%s)", job_id, type(error).__name__)
+        return None
 
 
 def shown_args(job_id: int, step: int | None) -> str:
