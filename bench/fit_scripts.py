@@ -53,9 +53,10 @@ TABLE_STEP, FINE_STEP = TABLE_UNIT / UNIT, 1 / UNIT
 TABLE_MAX = 255 * TABLE_STEP
 
 
-def catalog_texts(folder: Path = LOCALES) -> dict[str, str]:
+def catalog_texts(folder: Path | None = None) -> dict[str, str]:
     """Every language's translated messages (``msgstr``), one a line, in the order of the catalogs' file names;
     the ISO code lists (``iso_*``: names of countries, languages, currencies) are left out."""
+    folder = LOCALES if folder is None else folder
     texts = {}
     for language in sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []:
         lines: list[str] = []
@@ -173,6 +174,9 @@ def run(write_to: Path | None = None) -> list[Profile]:
         f"{sum(c.checked for c in chunks)} of them mostly in scripts the corpus lacks",
         file=sys.stderr,
     )
+    if not any(c.checked for c in chunks):
+        print(f"# no message catalogs in scripts the corpus lacks under {LOCALES}: nothing to raise", file=sys.stderr)
+        return []
     corpus = corpus_files()
     fitted = []
     for name, reference in REFERENCE_OF_PROFILE.items():

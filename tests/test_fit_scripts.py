@@ -5,6 +5,9 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import pytest
+
+from bench import fit_scripts
 from bench.fit_scripts import MIN_CHARS, catalog_texts, in_scope
 from bench.samples import unseen_samples
 
@@ -50,3 +53,9 @@ def test_only_text_mostly_in_a_script_the_corpus_lacks_is_held_to_the_margin() -
     assert not in_scope(samples["polish"])  # Latin script: mostly ASCII, the ASCII step's
     assert not in_scope("Прочитай главу и запиши один факт. " * 20)  # Cyrillic: the corpus's own script
     assert not in_scope(samples["python"])
+
+
+def test_without_catalogs_the_step_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fit_scripts, "LOCALES", tmp_path / "absent")
+    output = tmp_path / "profiles.json"
+    assert fit_scripts.run(write_to=output) == [] and not output.exists()
