@@ -127,10 +127,11 @@ def solve(chunks: list[Chunk], corpus: dict[str, str], name: str) -> Profile:
     slacks = len(checked)
     rows = [np.hstack([-x, -np.diag(real)])]  # now + x . rise + slack x real >= SCRIPT_MARGIN x real
     right = [now - SCRIPT_MARGIN * real]
-    for text in corpus.values():  # every corpus file at most FILE_CEILING x its real count
+    for text in corpus.values():  # every corpus file at most FILE_CEILING x its real count, or no further above
         pieces = chunks_of(text, CHUNK_CHARS["corpus"])
         rows.append(np.hstack([np.sum([_features(p, profile) for p in pieces], axis=0), np.zeros(slacks)])[None, :])
-        right.append(np.array([FILE_CEILING * count(text) - estimated_units(text, profile) / UNIT]))
+        room = FILE_CEILING * count(text) - estimated_units(text, profile) / UNIT
+        right.append(np.array([max(room, 0.0)]))  # a file at its ceiling already (ASCII weights fitted since): no rise
     step = np.array([TABLE_STEP if c in SCRIPT_CLASSES else FINE_STEP for c in columns] + [1.0] * slacks)
     current = [profile.weights[c] for c in SCRIPT_CLASSES] + [float(d) for d in profile.discounts.values()]
     high = np.array([TABLE_MAX - w if c in SCRIPT_CLASSES else -w for c, w in zip(columns, current, strict=True)])
