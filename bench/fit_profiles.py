@@ -23,10 +23,12 @@ of texts from public web pages (Wikipedia and news articles in 30 languages, sou
 redistribute; without it the fit runs on less data. The result is printed as the JSON of ``profiles.json``,
 followed by the ratios it reaches; ``--write`` writes it there (``--output`` elsewhere).
 
-``--ascii`` runs the second step instead (``bench.fit_ascii``): the scripts' weights stay as they are and the
+``--scripts`` runs a second step instead (``bench.fit_scripts``): the scripts' weights are raised where the
+message catalogs of this machine's programs, in every language they are translated to, fall below the margins
+above. ``--ascii`` runs the third step instead (``bench.fit_ascii``): the scripts' weights stay as they are and the
 ASCII ones (classes, each punctuation mark, runs of spaces) are refitted on the corpus and on agent tool output
 (``bench.tool_output``). A full fit writes profiles without the marks' own costs and the space runs, so run
-``--ascii --write`` after it.
+``--scripts --write`` and ``--ascii --write`` after it, in that order.
 """
 
 from __future__ import annotations
@@ -304,6 +306,11 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--ascii", action="store_true", help="refit only the ASCII part on agent tool output (bench.fit_ascii)"
     )
+    parser.add_argument(
+        "--scripts",
+        action="store_true",
+        help="raise the scripts' weights where this machine's message catalogs show them short (bench.fit_scripts)",
+    )
     parser.add_argument("--write", action="store_true", help=f"write the weights to {PROFILES_FILE.name}")
     parser.add_argument(
         "--output", type=Path, default=PROFILES_FILE, help="where --write writes (default: %(default)s)"
@@ -319,6 +326,11 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = arguments(argv)
+    if args.scripts:
+        from bench import fit_scripts
+
+        fit_scripts.run(write_to=args.output if args.write else None)
+        return
     if args.ascii:
         from bench import fit_ascii
 
