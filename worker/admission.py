@@ -18,7 +18,11 @@ Redis's clock (``TIME``), so workers on machines with skewed clocks agree.
   under half), so
   another client of the same key is accounted for. Without any known limit, a step is admitted at once.
 - A reservation is kept under the step's ticket (job and step) until settled, so a step that comes back after its
-  wait, or is delivered twice, does not reserve twice.
+  wait, or is delivered twice, does not reserve twice. The ticket keeps its place in line (how much had been
+  reserved from the bucket, itself included); when the step comes back, its turn is checked again against the
+  bucket as answers have corrected it since (the learned share, ``remaining``, real usage), and a step whose turn
+  was told too early (another client of the key took more than the share assumed) waits the difference instead of
+  being refused by the provider.
 """
 
 from __future__ import annotations
@@ -43,28 +47,65 @@ CACHE_READS_COUNTED = {"openai": True}  # providers whose input-token limit coun
 _RESERVE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local ready = redis.call('HGET', KEYS[5], 'ready')
-if ready then return tostring(tonumber(ready) - now) end
 local names = {'requests', 'input_tokens', 'output_tokens'}
-local latest = now
-local charged = {}
-for i = 1, 3 do
+local function limit_of(i)
   local limit = tonumber(ARGV[3 + i])
   if limit <= 0 then limit = tonumber(redis.call('HGET', KEYS[1], names[i]) or '0') end
+  return limit
+end
+local function rate_of(limit)
+  return limit / 60 * tonumber(redis.call('HGET', KEYS[1], 'share') or '1')
+end
+local latest = now
+local ready = redis.call('HGET', KEYS[5], 'ready')
+if ready then
+  -- Charged already: the ticket goes when the bucket's credit (its level plus all ever reserved from it) reaches
+  -- its place in line, at today's rate and after every correction since it was told its turn, so a turn computed
+  -- with a share or a level that answers have since corrected is not taken early.
+  local placed = false
+  for i = 1, 3 do
+    local place = tonumber(redis.call('HGET', KEYS[5], 'place_' .. names[i]) or '')
+    local limit = limit_of(i)
+    if place and limit > 0 then
+      placed = true
+      local rate = rate_of(limit)
+      local state = redis.call('HMGET', KEYS[1 + i], 'level', 'at', 'reserved')
+      local reserved = tonumber(state[3]) or 0
+      if place <= reserved then  -- else the bucket was forgotten (idle) since: it is full, go
+        local since = math.max(0, now - (tonumber(state[2]) or now))
+        local level = math.min(limit, (tonumber(state[1]) or limit) + since * rate)
+        redis.call('HSET', KEYS[1 + i], 'level', level, 'at', now)
+        local cost = tonumber(redis.call('HGET', KEYS[5], names[i]) or '0')
+        local short = place - math.max(0, cost - limit) - (level + reserved)
+        if short > 0 then latest = math.max(latest, now + short / rate) end
+      end
+    end
+  end
+  if not placed then return tostring(tonumber(ready) - now) end
+  redis.call('HSET', KEYS[5], 'ready', latest)
+  return tostring(latest - now)
+end
+local charged = {}
+for i = 1, 3 do
+  local limit = limit_of(i)
   if limit > 0 then
     local cost = tonumber(ARGV[i])
-    local rate = limit / 60 * tonumber(redis.call('HGET', KEYS[1], 'share') or '1')
-    local state = redis.call('HMGET', KEYS[1 + i], 'level', 'at', 'held')
+    local rate = rate_of(limit)
+    local state = redis.call('HMGET', KEYS[1 + i], 'level', 'at', 'held', 'reserved')
     local level = tonumber(state[1]) or limit
     local at = tonumber(state[2]) or now
     level = math.min(limit, level + math.max(0, now - at) * rate) - cost
+    local reserved = (tonumber(state[4]) or 0) + cost
     -- a request larger than a minute's worth goes when the bucket was full before it, as the provider takes it
     local floor = -math.max(0, cost - limit)
     if level < floor then latest = math.max(latest, now + (floor - level) / rate) end
-    redis.call('HSET', KEYS[1 + i], 'level', level, 'at', now, 'held', (tonumber(state[3]) or 0) + cost)
+    redis.call('HSET', KEYS[1 + i], 'level', level, 'at', now, 'held', (tonumber(state[3]) or 0) + cost,
+      'reserved', reserved)
     redis.call('EXPIRE', KEYS[1 + i], ARGV[8])
     table.insert(charged, names[i])
     table.insert(charged, cost)
+    table.insert(charged, 'place_' .. names[i])
+    table.insert(charged, reserved)
   end
 end
 if #charged == 0 then return '0' end
