@@ -40,10 +40,14 @@ logger = logging.getLogger(__name__)
 
 TICKET_SECONDS = 24 * 3600  # a reservation whose step never came back is forgotten after this long
 BUCKET_IDLE_SECONDS = 600  # a bucket untouched this long is full again anyway (a minute refills it)
+# Headroom kept in every bucket, as a share of its limit: what another client of the key may take beyond the
+# share learned, between two answers' ``remaining`` (which correct the bucket). Under a steady backlog it costs no
+# throughput (the bucket hovers at the margin instead of at zero: a one-time 3 s of a minute's worth).
+MARGIN = 0.05
 CACHE_READS_COUNTED = {"openai": True}  # providers whose input-token limit counts cache reads (Anthropic: not)
 
 # KEYS: limits, bucket per kind (3), ticket. ARGV: cost per kind (3), limit set by configuration per kind (3,
-# 0: learned). Returns the seconds until the ticket's turn (<= 0: go now).
+# 0: learned), ticket seconds, bucket idle seconds, margin. Returns the seconds until the ticket's turn (<= 0: now).
 _RESERVE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -55,6 +59,14 @@ local function limit_of(i)
 end
 local function rate_of(limit)
   return limit / 60 * tonumber(redis.call('HGET', KEYS[1], 'share') or '1')
+end
+-- What a bucket must still hold once a request of ``cost`` is taken: a margin (ARGV[9], a share of the limit, in
+-- whole requests or tokens)
+-- for what other clients of the key take beyond the share learned between two answers, at most what a full bucket
+-- leaves; a request larger than a minute's worth goes when the bucket was full before it, as the provider takes it.
+local function after(cost, limit)
+  if cost > limit then return limit - cost end
+  return math.min(math.floor(limit * tonumber(ARGV[9])), limit - cost)
 end
 local latest = now
 local ready = redis.call('HGET', KEYS[5], 'ready')
@@ -76,7 +88,7 @@ if ready then
         local level = math.min(limit, (tonumber(state[1]) or limit) + since * rate)
         redis.call('HSET', KEYS[1 + i], 'level', level, 'at', now)
         local cost = tonumber(redis.call('HGET', KEYS[5], names[i]) or '0')
-        local short = place - math.max(0, cost - limit) - (level + reserved)
+        local short = place + after(cost, limit) - (level + reserved)
         if short > 0 then latest = math.max(latest, now + short / rate) end
       end
     end
@@ -96,8 +108,7 @@ for i = 1, 3 do
     local at = tonumber(state[2]) or now
     level = math.min(limit, level + math.max(0, now - at) * rate) - cost
     local reserved = (tonumber(state[4]) or 0) + cost
-    -- a request larger than a minute's worth goes when the bucket was full before it, as the provider takes it
-    local floor = -math.max(0, cost - limit)
+    local floor = after(cost, limit)
     if level < floor then latest = math.max(latest, now + (floor - level) / rate) end
     redis.call('HSET', KEYS[1 + i], 'level', level, 'at', now, 'held', (tonumber(state[3]) or 0) + cost,
       'reserved', reserved)
@@ -194,7 +205,8 @@ class Limiter:
         """Reserve the request's share of every known limit; the seconds until it may be sent (0: now)."""
         costs = [1, max(0, input_tokens), max(0, output_tokens)]
         wait = self._reserve(
-            keys=ticket.keys(), args=[*costs, *self._limits(ticket), TICKET_SECONDS, BUCKET_IDLE_SECONDS]
+            keys=ticket.keys(),
+            args=[*costs, *self._limits(ticket), TICKET_SECONDS, BUCKET_IDLE_SECONDS, MARGIN],
         )
         return max(0.0, float(wait))
 
