@@ -42,8 +42,8 @@ TICKET_SECONDS = 24 * 3600  # a reservation whose step never came back is forgot
 BUCKET_IDLE_SECONDS = 600  # a bucket untouched this long is full again anyway (a minute refills it)
 # Headroom kept in every bucket, as a share of its limit: what another client of the key may take beyond the
 # share learned, between two answers' ``remaining`` (which correct the bucket). Under a steady backlog it costs no
-# throughput (the bucket hovers at the margin instead of at zero: a one-time 3 s of a minute's worth).
-MARGIN = 0.05
+# throughput (the bucket hovers at the margin instead of at zero: a one-time 1.2 s of a minute's worth).
+MARGIN = 0.02
 CACHE_READS_COUNTED = {"openai": True}  # providers whose input-token limit counts cache reads (Anthropic: not)
 
 # KEYS: limits, bucket per kind (3), ticket. ARGV: cost per kind (3), limit set by configuration per kind (3,
