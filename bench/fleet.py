@@ -114,10 +114,6 @@ def main(argv: list[str] | None = None) -> None:
     workload = SCALED if args.scaled else FULL
     results = run(workload)
     report = render(workload, results)
-    from bench import fleet_demand, fleet_more  # they build on this module
-
-    more = fleet_more.run(scaled=args.scaled)
-    report += fleet_more.render(fleet_demand.SCALED if args.scaled else fleet_demand.FULL, more)
     print(report)
     if args.write:
         (RESULTS / "fleet.md").write_text(report)

@@ -1,11 +1,16 @@
-"""What ``python -m bench.fleet`` measures beyond the burst runs: jobs at 1/5 and 1/2 of demand, recovery after a
-worker is killed with a backlog queued, and a hung call (bench/fleet_demand.py, bench/fleet_recovery.py)."""
+"""``python -m bench.fleet_resilience [--scaled] [--write]``, run by ``make bench`` right after ``bench.fleet``: what
+the fleet benchmark measures beyond its burst runs, with the default settings: jobs at 1/5 and 1/2 of their
+measured demand (bench/fleet_demand.py), recovery after a whole worker is killed with 1,000 steps queued, and a
+hung call (bench/fleet_recovery.py). Goals are marked met / NOT MET here; ``--write`` writes
+``bench/results/fleet_resilience.md`` stating the commit."""
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 
 from bench import fleet, fleet_demand, fleet_recovery
+from bench.provenance import header
 
 SCALED_IDLE_SECONDS = 5.0  # the scaled-down run's idle timeout; the full run keeps the default (120 s)
 
@@ -43,7 +48,11 @@ def goals(more: More) -> list[fleet.Goal]:
 
 def render(workload: fleet.Workload, more: More) -> str:
     kill, hang = more.kill, more.hang
+    command = "python -m bench.fleet_resilience" + (" --scaled" if workload == fleet_demand.SCALED else " --write")
     lines = [
+        "# The fleet's resilience: demand levels, a worker killed, a hung call",
+        "",
+        header(command),
         "",
         *fleet_demand.render(workload, more.demand),
         "## Recovery",
@@ -67,3 +76,18 @@ def render(workload: fleet.Workload, more: More) -> str:
         ],
     ]
     return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.fleet_resilience", description=__doc__)
+    parser.add_argument("--scaled", action="store_true", help="the scaled-down runs the tests make")
+    parser.add_argument("--write", action="store_true", help=f"write {fleet.RESULTS / 'fleet_resilience.md'}")
+    args = parser.parse_args(argv)
+    report = render(fleet_demand.SCALED if args.scaled else fleet_demand.FULL, run(scaled=args.scaled))
+    print(report)
+    if args.write:
+        (fleet.RESULTS / "fleet_resilience.md").write_text(report)
+
+
+if __name__ == "__main__":
+    main()
