@@ -58,10 +58,11 @@ def render(workload: fleet.Workload, more: More) -> str:
         "## Recovery",
         "",
         f"- A whole worker instance (main process and pool children) killed with SIGKILL while {kill.queued_at_kill:,} "
-        f"steps waited in the queue: the {kill.held} jobs it held were claimed again by the surviving worker "
-        f"{kill.recovered} of {kill.held}, the last {kill.seconds:.1f} s after the kill (documented: lease + reconcile "
+        f"steps waited in the queue: of the {kill.held} jobs whose lease it held, the surviving worker claimed "
+        f"{kill.recovered} again, the last {kill.seconds:.1f} s after the kill (documented: lease + reconcile "
         f"interval ≈ {kill.documented:.0f} s; the reconciler queues them on the recovery queue, served in turn with "
-        "the backlog).",
+        f"the backlog). {kill.unclaimed} more it had taken but not claimed yet: their step messages were lost with "
+        "it, and the reconciler queues them again on the step queue, behind the backlog (not timed).",
         f"- A hung model call (idle timeout {hang.idle_seconds:g} s): the job released "
         + (f"{hang.released:.1f} s" if hang.released is not None else "never")
         + " after the emulator took the request, its step sent again after "
