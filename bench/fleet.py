@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -28,6 +30,7 @@ from typing import Any
 import redis
 from sqlalchemy import select
 
+from bench import fleet_sleep
 from bench.chaos_services import Processes
 from bench.provenance import header
 from bench.report import table
@@ -95,6 +98,7 @@ class Result:
     small_in_burst: float
     limit: float  # our part of the limit, per minute
     failures: list[str] = field(default_factory=list)
+    sleep: fleet_sleep.CapacitySleep | None = None  # worker-process time spent waiting for capacity
 
     @property
     def per_answered(self) -> float:
@@ -135,7 +139,8 @@ def run_mode(workload: Workload, mode: Mode, emulator: EmulatorServer, database:
     emulator.configure(rate_limits={**limits, "second_client_share": mode.second_client_share})
     queue = f"plimsoll-fleet-{uuid.uuid4().hex[:8]}"
     tenants: dict[str, int] = {}  # A's jobs are one tenant's, B's both another's
-    with workers(workload, mode, emulator, url, queue) as send:
+    metrics = Path(tempfile.mkdtemp(prefix="plimsoll-fleet-metrics-"))
+    with workers(workload, mode, emulator, url, queue, metrics) as send:
         time_job(database, send, submit(database, "warm-up", 1, workload, tenants), 300)  # the workers are up
         alone = submit(database, "B", workload.small_documents, workload, tenants, "B-alone")
         small_alone = time_job(database, send, alone, 300)
@@ -155,27 +160,37 @@ def run_mode(workload: Workload, mode: Mode, emulator: EmulatorServer, database:
     answered = [r for r in stats["log"] if r["status"] == 200 and r["route"] == "messages"]
     counted = sum(r["input_tokens"] - r["cache_read"] for r in answered)
     # The bucket starts full (a minute's worth); the rest comes at the limit's rate.
-    ideal = max(0.0, counted - workload.input_tokens_per_minute) / limit * 60
+    ideal = max(0.0, counted - workload.input_tokens_per_minute) / limit * 60 if limit else 0.0
     return Result(
         mode=mode,
         states=job_states(database, [*burst, small]),
         answered=len(answered),
         refused=stats["rejections"].get("rate_limited", 0),
         counted=counted,
-        minutes=per_window(answered, limit, workload.window_seconds),
+        minutes=per_window(answered, limit, workload.window_seconds) if limit else [],
         wall=wall,
         ideal=ideal,
         small_alone=small_alone,
         small_in_burst=small_in_burst,
         limit=limit,
         failures=failures(database, [*burst, small]),
+        sleep=capacity_sleep(metrics),
     )
 
 
+def capacity_sleep(metrics: Path) -> fleet_sleep.CapacitySleep:
+    try:
+        return fleet_sleep.read(sorted(metrics.iterdir()))
+    finally:
+        shutil.rmtree(metrics, ignore_errors=True)
+
+
 @contextmanager
-def workers(workload: Workload, mode: Mode, emulator: EmulatorServer, url: str, queue: str) -> Iterator[Any]:
-    """``workload.workers`` Celery workers with their own hostnames on ``queue``; yields a function that queues a
-    job's first step there."""
+def workers(
+    workload: Workload, mode: Mode, emulator: EmulatorServer, url: str, queue: str, metrics: Path | None = None
+) -> Iterator[Any]:
+    """``workload.workers`` Celery workers with their own hostnames on ``queue`` (each with a Prometheus folder of
+    its own under ``metrics``); yields a function that queues a job's first step there."""
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -194,7 +209,11 @@ def workers(workload: Workload, mode: Mode, emulator: EmulatorServer, url: str, 
         for slot in range(workload.workers):
             args = [*celery, "worker", "-Q", queue, "-P", "prefork", "-c", str(workload.processes)]
             args += ["--loglevel=warning", "-n", f"fleet{slot}-{queue}@%h"]
-            processes.spawn(args, log=f"worker{slot}.log", env=env, cwd=ROOT)
+            own = dict(env)
+            if metrics is not None:
+                (metrics / str(slot)).mkdir()
+                own["PROMETHEUS_MULTIPROC_DIR"] = str(metrics / str(slot))
+            processes.spawn(args, log=f"worker{slot}.log", env=own, cwd=ROOT)
         from worker.tasks import run_step_task
 
         def send(job_id: int) -> None:  # with the priority the API's enqueue gives a first step (worker/fairness.py)
@@ -309,6 +328,11 @@ def goals(results: list[Result]) -> list[Goal]:
         ),
         Goal("wall time ≤ 1.1× ideal (admission on)", default.wall <= 1.1 * default.ideal if default.ideal else None),
         Goal(
+            "no worker process sleeps while waiting for capacity (busy after learning of a wait ≤ 1 % of the waits, "
+            "admission on)",
+            default.sleep.met if default.sleep is not None else None,
+        ),
+        Goal(
             "a small tenant's job ≤ 1.5× its time alone during the burst (fair shares)",
             default.small_in_burst <= 1.5 * default.small_alone,
         ),
@@ -345,6 +369,7 @@ def render(workload: Workload, results: list[Result]) -> str:
                 "ideal s",
                 "B alone s",
                 "B in burst s",
+                "worker-process s busy waiting (of s told)",
             ],
             [
                 [
@@ -359,6 +384,7 @@ def render(workload: Workload, results: list[Result]) -> str:
                     f"{r.ideal:.1f}",
                     f"{r.small_alone:.2f}",
                     f"{r.small_in_burst:.2f}",
+                    r.sleep.shown() if r.sleep is not None else "",
                 ]
                 for r in results
             ],

@@ -16,7 +16,7 @@ from models.db import Database
 from models.tables import Job, JobStatus
 from tests.fixtures_emulator import TEST_API_KEY
 from tests.support_worker import new_job, services
-from worker.admission import Limiter, Ticket, planned_input
+from worker.admission import MARGIN, Limiter, Ticket, planned_input
 from worker.providers import AnthropicProvider
 from worker.providers.base import Usage
 from worker.rate_limits import Budget, model_class, stated_limits
@@ -55,10 +55,11 @@ def test_without_a_known_limit_every_step_goes_at_once(client: redis.Redis, prov
 def test_reservations_are_served_in_order_and_told_their_turn(client: redis.Redis, provider: str) -> None:
     limiter = Limiter(client, {f"{provider}/claude-sonnet": {"input_tokens": 60_000}})  # 1,000 tokens a second
     assert limiter.reserve(ticket(provider, 1), input_tokens=50_000, output_tokens=0) == 0.0
+    margin = MARGIN * 60  # seconds: the headroom kept, a share of the limit, at 1,000 tokens a second
     big = limiter.reserve(ticket(provider, 2), input_tokens=30_000, output_tokens=0)
-    assert big == pytest.approx(20.0, abs=0.5)  # 20,000 in debt
+    assert big == pytest.approx(20.0 + margin, abs=0.5)  # 20,000 in debt, and the margin
     small = limiter.reserve(ticket(provider, 3), input_tokens=1_000, output_tokens=0)
-    assert small == pytest.approx(21.0, abs=0.5)  # behind the big one, not before it
+    assert small == pytest.approx(21.0 + margin, abs=0.5)  # behind the big one, not before it
     again = limiter.reserve(ticket(provider, 2), input_tokens=30_000, output_tokens=0)
     assert again == pytest.approx(big, abs=0.5)  # a step that comes back (or is delivered twice) holds its place
 
@@ -77,17 +78,20 @@ def test_limits_are_learned_from_answers_and_remaining_lowers_the_bucket(client:
     assert limiter.reserve(first, input_tokens=1_000, output_tokens=100) == 0.0  # nothing known yet
     stated = {"input_tokens": Budget(limit=600_000, remaining=100_000), "requests": Budget(limit=50, remaining=49)}
     limiter.settle(first, sent=True, usage=Usage(input_tokens=1_000, output_tokens=50), stated=stated)
-    # Another client of the key left only 100,000: a step of 150,000 waits for 50,000 at 10,000 a second.
-    assert limiter.reserve(ticket(provider, 2), input_tokens=150_000, output_tokens=100) == pytest.approx(5.0, abs=0.5)
+    # Another client of the key left only 100,000: a step of 150,000 waits for 50,000 (and the margin) at 10,000 a
+    # second.
+    wait = limiter.reserve(ticket(provider, 2), input_tokens=150_000, output_tokens=100)
+    assert wait == pytest.approx(5.0 + MARGIN * 60, abs=0.5)
 
 
 def test_a_refused_request_gives_its_reservation_back(client: redis.Redis, provider: str) -> None:
     limiter = Limiter(client, {f"{provider}/claude-sonnet": {"requests": 60}})
     assert limiter.reserve(ticket(provider, 1), input_tokens=0, output_tokens=0) == 0.0
     limiter.settle(ticket(provider, 1), sent=False, usage=None, stated={})
-    for step in range(2, 62):  # the refused one took nothing: 60 more fit in the minute
+    fit = 60 - round(MARGIN * 60)  # the refused one took nothing: the minute's 60 but the margin fit
+    for step in range(2, 2 + fit):
         assert limiter.reserve(ticket(provider, step), input_tokens=0, output_tokens=0) == 0.0
-    assert limiter.reserve(ticket(provider, 62), input_tokens=0, output_tokens=0) > 0.0
+    assert limiter.reserve(ticket(provider, 2 + fit), input_tokens=0, output_tokens=0) > 0.0
 
 
 def test_cache_reads_are_left_out_where_the_provider_does_not_count_them() -> None:
@@ -117,7 +121,7 @@ def test_a_step_without_capacity_is_not_started_and_is_queued_for_its_turn(
         # The first answer teaches the limit (2 a minute, 1 left); the second goes; the third waits its turn.
         assert [outcome.action for outcome in outcomes] == ["continued", "continued", "waiting_for_capacity"]
         waiting = outcomes[2]
-        assert waiting.retry_in == pytest.approx(30.0, abs=1.0)
+        assert waiting.retry_in == pytest.approx(30.0, abs=1.0)  # (the margin is whole requests: none of 2)
         assert queued[-1] == (job_id, waiting.step, waiting.retry_in)
         with database.session() as session:
             job = session.get(Job, job_id)
@@ -136,8 +140,21 @@ def test_the_fleets_share_of_a_shared_key_is_learned_from_refusals(client: redis
     limiter.settle(ticket(provider, 99), sent=False, usage=None, stated={}, refused=True)  # sent with it: no 2nd cut
     assert limiter.reserve(ticket(provider, 2), input_tokens=60_000, output_tokens=0) == 0.0  # it took nothing
     wait = limiter.reserve(ticket(provider, 3), input_tokens=6_000, output_tokens=0)
-    assert wait == pytest.approx(6_000 / (1_000 * 0.85), abs=0.3)  # our share of the refill is down 15 %
+    assert wait == pytest.approx((6_000 + MARGIN * 60_000) / (1_000 * 0.85), abs=0.3)  # our share is down 15 %
     for step in range(4, 40):  # answers bring it back up, a little each
         limiter.settle(ticket(provider, step), sent=True, usage=Usage(input_tokens=0, output_tokens=0), stated={})
     share = client.hget(f"plimsoll:ratelimit:{{{provider}/claude-sonnet}}:limits", "share")
     assert share is not None and float(share) == pytest.approx(0.85 + 36 * 0.003)
+
+
+def test_a_turn_told_too_early_is_checked_again_when_the_step_comes_back(client: redis.Redis, provider: str) -> None:
+    limiter = Limiter(client, {f"{provider}/claude-sonnet": {"input_tokens": 60_000}})  # 1,000 tokens a second
+    assert limiter.reserve(ticket(provider, 1), input_tokens=30_000, output_tokens=0) == 0.0
+    told = limiter.reserve(ticket(provider, 2), input_tokens=30_000, output_tokens=0)
+    assert told == pytest.approx(MARGIN * 60, abs=0.5)  # the bucket is empty but for the margin
+    # The first answer says the provider has 10,000 left, not 30,000: another client of the key took 20,000.
+    stated = {"input_tokens": Budget(limit=60_000, remaining=10_000)}
+    limiter.settle(ticket(provider, 1), sent=True, usage=Usage(input_tokens=30_000, output_tokens=0), stated=stated)
+    again = limiter.reserve(ticket(provider, 2), input_tokens=30_000, output_tokens=0)
+    assert again == pytest.approx(told + 20.0, abs=1.0)  # its turn is later by what the answer corrected
+    assert limiter.reserve(ticket(provider, 3), input_tokens=1_000, output_tokens=0) > again  # still behind it

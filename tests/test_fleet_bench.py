@@ -1,12 +1,12 @@
 """``python -m bench.fleet --scaled``: two workers with different hostnames, sharing the limiter, against the
 rate-limited emulator, with the default settings (admission on, fair shares, the default cap on running jobs).
-Every goal the default run measures must be met, but one that this scale cannot judge: a small tenant's job
-≤ 1.5× its time alone. Here that job takes 0.2-0.3 s of our own code and the instant emulator, so its time is
-the CPU it gets on the test machine: alone it measured 0.20 to 1.15 s from run to run (other work on the
-machine), in the burst 0.54 to 0.93 s. The goal is measured and reported here, and judged by the full run
-(bench/results/fleet.md); that the burst does not hold the small job back is asserted with a real worker in
-tests/test_fair_shares.py (which fails without the fair line). Not asserted either, and marked NOT MET by the
-full run: 429s ≤ 3 % with a second client taking 20 % of the key (3.3 % measured)."""
+Every goal the default run measures must be met (worker-process time spent waiting for capacity among them, read
+from the workers' own metrics), but one that this scale cannot judge: a small tenant's job ≤ 1.5× its time alone.
+Here that job takes 0.2-0.3 s of our own code and the instant emulator, so its time is the CPU it gets on the test
+machine: alone it measured 0.20 to 1.15 s from run to run (other work on the machine), in the burst 0.54 to
+0.93 s. The goal is measured and reported here, and judged by the full run (bench/results/fleet.md); that the
+burst does not hold the small job back is asserted with a real worker in tests/test_fair_shares.py (which fails
+without the fair line). Recovery, hung calls and the demand levels: tests/test_fleet_recovery.py."""
 
 from __future__ import annotations
 
@@ -25,3 +25,12 @@ def test_the_fleet_meets_its_goals_with_the_default_settings() -> None:
     judged = [goal for goal in goals if goal is not small]
     assert [goal.text for goal in judged if goal.met is not True] == [], report  # each measured, each met
     assert results[0].states == {"succeeded": fleet.SCALED.jobs + 1}
+
+
+def test_with_a_second_client_taking_a_fifth_of_the_key_429s_stay_within_3_percent() -> None:
+    shared = fleet.MODES[2]
+    assert shared.admission and shared.second_client_share == 0.2
+    results = fleet.run(fleet.SCALED, (shared,))
+    print(results[0])
+    assert results[0].states == {"succeeded": fleet.SCALED.jobs + 1}
+    assert results[0].refused_share <= 0.03, results[0]  # the goal: 429s ≤ 3 % of requests

@@ -89,6 +89,30 @@ def test_when_a_lease_lapses_a_second_delivery_runs_the_step_and_only_the_first_
         assert [s.step for s in steps_of(session, job_id)] == [1]
 
 
+def test_the_reconciler_sends_jobs_a_gone_delivery_held_to_the_recovery_queue(database: Database) -> None:
+    held_id = new_job(database, {"a.txt": "Alpha."})
+    late_id = new_job(database, {"b.txt": "Beta."})
+    with database.session() as session:  # one claimed by a delivery that died; one whose step message was lost
+        held, late = session.get_one(Job, held_id), session.get_one(Job, late_id)
+        held.lease_owner, held.lease_until = "gone", now() - timedelta(seconds=1)
+        late.lease_owner, late.lease_until = None, now() - timedelta(seconds=1)
+    queued: list[int] = []
+    recovered: list[int] = []
+    taken = reconcile(
+        database,
+        lease_seconds=30,
+        enqueue=lambda job_id, step: queued.append(job_id),
+        recover=lambda job_id, step: recovered.append(job_id),
+    )
+    assert {held_id, late_id} <= set(taken)  # (other tests' jobs of this database may be taken too)
+    assert (held_id in recovered, held_id in queued, late_id in queued, late_id in recovered) == (
+        True,
+        False,
+        True,
+        False,
+    )
+
+
 def test_a_cancelled_job_takes_no_further_step(database: Database, emulator_reset: EmulatorServer) -> None:
     provider = AnthropicProvider(api_key=TEST_API_KEY, base_url=emulator_reset.base_url)
     job_id = new_job(database, {"a.txt": "Alpha.", "b.txt": "Beta."})

@@ -4,12 +4,23 @@ reconciler run by Celery beat itself (worker/scheduler.py). The broker is Redis 
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import Celery
+from celery.signals import celeryd_after_setup
 
 from models.settings import Settings, get_settings
 from worker.fairness import PRIORITY_STEPS
 
 STEP_QUEUE = "plimsoll-steps"  # the step queue, unless PLIMSOLL_STEP_QUEUE names another
+RECOVERY_SUFFIX = ".recovery"
+
+
+def recovery_queue(step_queue: str) -> str:
+    """The queue of steps the reconciler took back from deliveries that are gone (a worker killed, a call past its
+    deadline). Every worker of ``step_queue`` serves it in turn with ``step_queue`` (the broker takes from the two
+    in rotation), so a job that already waited its turn once is not put behind the whole backlog again."""
+    return step_queue + RECOVERY_SUFFIX
 
 
 def make_celery(settings: Settings) -> Celery:
@@ -50,3 +61,12 @@ def make_celery(settings: Settings) -> Celery:
 
 
 app = make_celery(get_settings())
+
+
+@celeryd_after_setup.connect  # type: ignore[untyped-decorator]  # Celery is untyped
+def _serve_recovery_queues(instance: Any, **_: Any) -> None:
+    """A worker started for a step queue (``-Q`` or the default) also serves that queue's recovery queue."""
+    queues = instance.app.amqp.queues
+    for name in list(queues.consume_from):
+        if not name.endswith(RECOVERY_SUFFIX):
+            queues.select_add(recovery_queue(name))

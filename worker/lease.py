@@ -57,35 +57,57 @@ def give_back(session: Session, *, job_id: int, owner: str, seconds: float) -> N
     )
 
 
-def reconcile(database: Database, *, lease_seconds: float, enqueue: Callable[[int, int], None]) -> list[int]:
+def reconcile(
+    database: Database,
+    *,
+    lease_seconds: float,
+    enqueue: Callable[[int, int], None],
+    recover: Callable[[int, int], None] | None = None,
+) -> list[int]:
     """Queue again the current step of every unfinished job whose deadline has passed; the jobs queued.
 
-    One atomic UPDATE picks the jobs and moves their deadline on, so reconcilers running side by side never
-    queue the same job twice in one round. A failed enqueue is logged and tried again at the next deadline.
+    Jobs a delivery still held (its worker died, or its call outlived its deadline) go to ``recover`` (the
+    recovery queue, which every worker serves in turn with the step queue): they already waited their turn once,
+    and must not wait again behind a backlog. Jobs nobody held (a step message late or lost) go to ``enqueue``.
+    Each group is taken by one atomic UPDATE that moves its deadline on, so reconcilers running side by side
+    never queue the same job twice in one round. A failed enqueue is logged and tried again at the next deadline.
     """
+    held = _take_expired(database, lease_seconds=lease_seconds, held=True)
+    unheld = _take_expired(database, lease_seconds=lease_seconds, held=False)
+    for rows, send in ((held, recover or enqueue), (unheld, enqueue)):
+        for job_id, step in rows:
+            try:
+                send(job_id, step)
+            except Exception as error:  # the broker is down: the new deadline brings the job back
+                logger.warning(
+                    "job %s: could not queue step %s again (%s)\n%s",
+                    job_id,
+                    step,
+                    type(error).__name__,
+                    scrubbed_traceback(error),
+                )
+    if held or unheld:
+        logger.info(
+            "reconciler queued %d jobs again (%d held by a delivery that is gone): %s",
+            len(held) + len(unheld),
+            len(held),
+            [job_id for job_id, _ in [*held, *unheld]],
+        )
+    return [job_id for job_id, _ in [*held, *unheld]]
+
+
+def _take_expired(database: Database, *, lease_seconds: float, held: bool) -> list[tuple[int, int]]:
     moment = now()
+    owner = Job.lease_owner.is_not(None) if held else Job.lease_owner.is_(None)
     with database.session() as session:
         rows = session.execute(
             update(Job)
-            .where(Job.status.in_(UNFINISHED), or_(Job.lease_until.is_(None), Job.lease_until < moment))
+            .where(Job.status.in_(UNFINISHED), owner, or_(Job.lease_until.is_(None), Job.lease_until < moment))
             .values(lease_owner=None, lease_until=moment + timedelta(seconds=lease_seconds))
             .returning(Job.id, Job.step)
             .execution_options(synchronize_session=False)
         ).all()
-    for job_id, step in rows:
-        try:
-            enqueue(job_id, step)
-        except Exception as error:  # the broker is down: the new deadline brings the job back
-            logger.warning(
-                "job %s: could not queue step %s again (%s)\n%s",
-                job_id,
-                step,
-                type(error).__name__,
-                scrubbed_traceback(error),
-            )
-    if rows:
-        logger.info("reconciler queued %d jobs again: %s", len(rows), [job_id for job_id, _ in rows])
-    return [job_id for job_id, _ in rows]
+    return [(job_id, step) for job_id, step in rows]
 
 
 class Heartbeat:

@@ -18,7 +18,22 @@ ADMISSION_WAITS = Histogram(
     "How long steps without capacity were told to wait (each one a wait, none a retry)",
     buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800),
 )
-REQUEUED = Counter("plimsoll_reconciler_requeued_total", "Jobs the reconciler queued again")
+RATE_LIMIT_WAITS = Histogram(
+    "plimsoll_rate_limit_wait_seconds",
+    "How long steps the provider refused with 429 were told to wait (each one a wait, none a retry)",
+    buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800),
+)
+# Measured, not promised: from the moment a delivery learns it has no capacity (admission says wait, or the
+# provider answers 429) until its worker process is free again. A process that slept out its wait would show it.
+CAPACITY_WAIT_HELD = Histogram(
+    "plimsoll_capacity_wait_held_seconds",
+    "How long a worker process stayed busy with a step after learning it had to wait for capacity, by cause",
+    ["cause"],
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60),
+)
+REQUEUED = Counter(
+    "plimsoll_reconciler_requeued_total", "Jobs the reconciler queued again, by what held them", ["held"]
+)
 
 
 def count_usage(usage: Usage) -> None:

@@ -52,7 +52,7 @@ from worker.compaction import compose, store_summary
 from worker.errors import ProviderError, RateLimited, TooLong
 from worker.lease import Heartbeat, deadline, give_back, held_by_another, release
 from worker.legacy import legacy_plan
-from worker.metrics import ADMISSION_WAITS, RATE_LIMITED, count_usage
+from worker.metrics import ADMISSION_WAITS, CAPACITY_WAIT_HELD, RATE_LIMIT_WAITS, RATE_LIMITED, count_usage
 from worker.model_limits import learn_limits, within_learned_limits
 from worker.outages import DatabaseUnavailable, in_transaction, surviving_outages
 from worker.prompts import system_prompt
@@ -134,6 +134,7 @@ class _Prepared:
     compaction: Compaction | None = None  # the request asks for a summary of this range (worker/compaction.py)
     counted_input: int = 0  # what the request is expected to count against the provider's input-token limit
     tenant_id: int = 0  # whose share of the admission line the request takes
+    refused_at: float | None = None  # when the provider refused the request with 429 (time.monotonic)
 
 
 def run_step(job_id: int, services: Services, *, step: int | None = None) -> Outcome:
@@ -172,7 +173,11 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
         failed = _store_surviving_outages(
             services, partial(_unanswered, job_id=job_id, prepared=prepared, error=answer, services=services)
         )
-        return _after_commit(failed, services)
+        outcome = _after_commit(failed, services)
+        if prepared.refused_at is not None:  # a 429: the step waits in the broker, not in this process
+            RATE_LIMIT_WAITS.observe(outcome.retry_in or 0.0)
+            CAPACITY_WAIT_HELD.labels("rate_limited").observe(time.monotonic() - prepared.refused_at)
+        return outcome
     storing = time.perf_counter()
     try:
         stored = _store_surviving_outages(
@@ -209,6 +214,7 @@ def _send(prepared: _Prepared, job_id: int, owner: str, services: Services) -> R
         stated = error.limits if isinstance(error, RateLimited) else {}
         if limited:
             RATE_LIMITED.inc()
+            prepared.refused_at = time.monotonic()
         _settle(prepared, job_id, services, None, stated, refused=limited)
         return error
     _settle(prepared, job_id, services, reply.usage, reply.limits)
@@ -240,6 +246,7 @@ def _wait_for_capacity(prepared: _Prepared, job_id: int, owner: str, services: S
         return None
     if wait <= 0:
         return None
+    told = time.monotonic()
     ADMISSION_WAITS.observe(wait)
     in_transaction(
         services.database,
@@ -251,6 +258,7 @@ def _wait_for_capacity(prepared: _Prepared, job_id: int, owner: str, services: S
         logger.warning(
             "job %s: step %s not queued (%s); the reconciler will", job_id, prepared.step, type(error).__name__
         )
+    CAPACITY_WAIT_HELD.labels("admission").observe(time.monotonic() - told)
     return Outcome(job_id, "waiting_for_capacity", prepared.step, JobStatus.RUNNING, retry_in=wait)
 
 

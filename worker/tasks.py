@@ -13,7 +13,7 @@ from celery.signals import worker_init, worker_process_init
 
 from models.settings import get_settings
 from models.tables import Job, JobStatus
-from worker.celery_app import app
+from worker.celery_app import app, recovery_queue
 from worker.errors import JobFailed
 from worker.fairness import step_priority
 from worker.lease import reconcile
@@ -50,6 +50,12 @@ def _priority(job_id: int) -> int | None:
     except Exception as error:
         logger.warning("job %s: its step goes with the default priority (%s)", job_id, type(error).__name__)
         return None
+
+
+def recover_with_celery(job_id: int, step: int) -> None:
+    """Queue a step the reconciler took back from a delivery that is gone on the step queue's recovery queue."""
+    queue = recovery_queue(app.conf.task_default_queue)
+    run_step_task.apply_async((job_id, step), queue=queue, argsrepr=shown_args(job_id, step))
 
 
 def shown_args(job_id: int, step: int | None) -> str:
@@ -124,11 +130,21 @@ def reconcile_now() -> int:
     """One reconciler round: every unfinished job past its deadline queued again; how many."""
     services = _services()
     try:
+        recovered: list[int] = []
+
+        def recover(job_id: int, step: int) -> None:
+            recover_with_celery(job_id, step)
+            recovered.append(job_id)
+
         queued = reconcile(
-            services.database, lease_seconds=services.settings.lease_seconds, enqueue=enqueue_with_celery
+            services.database,
+            lease_seconds=services.settings.lease_seconds,
+            enqueue=enqueue_with_celery,
+            recover=recover,
         )
         outage_over(_shared_redis())
-        REQUEUED.inc(len(queued))
+        REQUEUED.labels("held").inc(len(recovered))
+        REQUEUED.labels("unheld").inc(len(queued) - len(recovered))
     except Exception as error:
         if not is_outage(error):
             raise

@@ -1,0 +1,29 @@
+"""Scaled-down ``python -m bench.fleet`` measurements beyond the burst: two workers with different hostnames
+sharing the limiter, real Redis, real Celery workers, the emulator over HTTP, the default settings (only the hung
+call's idle timeout is lowered, to 5 s; the full run measures the default 120 s). Each fails on NOT MET."""
+
+from __future__ import annotations
+
+from bench import fleet_demand, fleet_recovery, fleet_resilience
+
+
+def test_a_worker_killed_with_a_backlog_queued_is_recovered_within_a_minute() -> None:
+    result = fleet_recovery.measure_kill(fleet_recovery.KillRun(queued=150))
+    print(result)
+    assert result.queued_at_kill >= 150  # a backlog that takes minutes to drain at the emulator's latency
+    assert result.held >= 1 and result.met, result
+
+
+def test_a_hung_call_releases_its_job_within_the_idle_timeout() -> None:
+    result = fleet_recovery.measure_hang(fleet_resilience.SCALED_IDLE_SECONDS)
+    print(result)
+    assert result.met, result
+    assert result.released is not None and result.released >= fleet_resilience.SCALED_IDLE_SECONDS  # it did hang
+
+
+def test_no_job_fails_at_a_fifth_or_a_half_of_its_demand() -> None:
+    demand = fleet_demand.run(fleet_demand.SCALED)
+    print("\n".join(fleet_demand.render(fleet_demand.SCALED, demand)))
+    assert [goal.text for goal in fleet_demand.goals(demand) if not goal.met] == []
+    fifth = next(level for level in demand.levels if level.divisor == 5)
+    assert fifth.result.ideal > 0  # the limit did bind: more was counted than the first minute's full bucket
