@@ -1,18 +1,22 @@
 """``python -m bench.fleet --scaled``: two workers with different hostnames, sharing the limiter, against the
 rate-limited emulator, with the default settings (admission on, fair shares, the default cap on running jobs).
 Every goal the default run measures must be met (worker-process time spent waiting for capacity among them, read
-from the workers' own metrics), but one that this scale cannot judge: a small tenant's job ≤ 1.5× its time alone.
-Here that job takes 0.2-0.3 s of our own code and the instant emulator, so its time is the CPU it gets on the test
-machine: alone it measured 0.20 to 1.15 s from run to run (other work on the machine), in the burst 0.54 to
-0.93 s. The goal is measured and reported here, and judged by the full run (bench/results/fleet.md); that the
-burst does not hold the small job back is asserted with a real worker in tests/test_fair_shares.py (which fails
-without the fair line). Recovery, hung calls and the demand levels: tests/test_fleet_recovery.py."""
+from the workers' own metrics), but two that this scale cannot judge, measured and reported here and judged by the
+full run (bench/results/fleet.md):
+- a small tenant's job ≤ 1.5× its time alone. Here that job takes 0.2-0.3 s of our own code and the instant
+  emulator, so its time is the CPU it gets on the test machine: alone it measured 0.20 to 1.15 s from run to run
+  (other work on the machine), in the burst 0.54 to 0.93 s. That the burst does not hold the small job back is
+  asserted with a real worker in tests/test_fair_shares.py (which fails without the fair line).
+- ≥ 90 % of the limit used in every full window. Here there is one window of 20 s, about five requests' worth of
+  the limit, so one request answered on either side of its edge moves it by a fifth (86 %, 95 %, 104 % measured
+  on one commit); the use over the whole run is judged here as wall time ≤ 1.1× ideal.
+Recovery, hung calls and the demand levels: tests/test_fleet_recovery.py."""
 
 from __future__ import annotations
 
 from bench import fleet
 
-SUB_SECOND = "a small tenant's job"  # see above: this scale cannot judge it
+NOT_JUDGED_HERE = ("a small tenant's job", "≥ 90 % of the limit used")  # see above: this scale cannot judge them
 
 
 def test_the_fleet_meets_its_goals_with_the_default_settings() -> None:
@@ -20,9 +24,9 @@ def test_the_fleet_meets_its_goals_with_the_default_settings() -> None:
     report = fleet.render(fleet.SCALED, results)
     print(report)
     goals = fleet.goals(results)
-    [small] = [goal for goal in goals if goal.text.startswith(SUB_SECOND)]
-    assert small.met is not None, report  # measured: B alone, then B during A's burst
-    judged = [goal for goal in goals if goal is not small]
+    unjudged = [goal for goal in goals if goal.text.startswith(NOT_JUDGED_HERE)]
+    assert len(unjudged) == 2 and all(goal.met is not None for goal in unjudged), report  # measured, reported
+    judged = [goal for goal in goals if goal not in unjudged]
     assert [goal.text for goal in judged if goal.met is not True] == [], report  # each measured, each met
     assert results[0].states == {"succeeded": fleet.SCALED.jobs + 1}
 
