@@ -137,6 +137,10 @@ class Job(Base):
     # the job back if no delivery has claimed it by then. Every unfinished job has a deadline.
     lease_owner: Mapped[str | None] = mapped_column(String(64), default=None)
     lease_until: Mapped[datetime | None] = mapped_column(default=None)
+    # How often the reconciler queued the current step again with no delivery claiming it since: each time, the
+    # next deadline is twice as far (worker/lease.py), so a step that only waits behind a long backlog is not
+    # queued again at every lease.
+    requeues: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # Runaway protection: limits of this job (from the settings or the submit), and how often each distinct tool
     # call (sha256 of its name and input, shortened) was made.
     max_steps: Mapped[int] = mapped_column(Integer, default=1_000)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy.engine import make_url
@@ -17,7 +17,7 @@ from models.tables import Job, JobStatus, now
 from tests.fixtures_emulator import TEST_API_KEY
 from tests.support_worker import Held, in_thread, new_job, run_to_end, services
 from tests.tcp_proxy import CuttableProxy
-from worker.lease import reconcile
+from worker.lease import MAX_BACKOFF, reconcile
 from worker.providers import AnthropicProvider
 from worker.runner import run_step
 
@@ -111,6 +111,31 @@ def test_the_reconciler_sends_jobs_a_gone_delivery_held_to_the_recovery_queue(da
         True,
         False,
     )
+
+
+def as_utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def test_a_step_nobody_claims_is_queued_again_at_doubling_deadlines_until_a_delivery_claims_it(
+    database: Database, emulator_reset: EmulatorServer
+) -> None:
+    """A step message only waiting behind a backlog longer than a lease is not queued again at every lease."""
+    job_id = new_job(database, {"a.txt": "Alpha."})
+    gaps = []
+    for _ in range(MAX_BACKOFF + 2):
+        with database.session() as session:  # the deadline has passed, and no delivery has claimed the step
+            session.get_one(Job, job_id).lease_until = now() - timedelta(seconds=1)
+        assert job_id in reconcile(database, lease_seconds=30, enqueue=lambda job_id, step: None)
+        with database.session() as session:
+            gaps.append(round((as_utc(session.get_one(Job, job_id).lease_until) - now()).total_seconds() / 30))
+    assert gaps == [2**n for n in range(MAX_BACKOFF)] + [2**MAX_BACKOFF] * 2
+    provider = AnthropicProvider(api_key=TEST_API_KEY, base_url=emulator_reset.base_url)
+    with database.session() as session:  # its message arrives at last: it is claimed, and the count starts over
+        session.get_one(Job, job_id).lease_until = now() - timedelta(seconds=1)
+    assert run_step(job_id, services(database, provider, []), step=0).action == "continued"
+    with database.session() as session:
+        assert session.get_one(Job, job_id).requeues == 0
 
 
 def test_a_cancelled_job_takes_no_further_step(database: Database, emulator_reset: EmulatorServer) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 
-from sqlalchemy import or_, update
+from sqlalchemy import case, or_, update
 from sqlalchemy.orm import Session
 
 from models.db import Database
@@ -27,6 +27,8 @@ from models.tables import Job, now
 from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)
+
+MAX_BACKOFF = 6  # an unclaimed step is queued again at most every 2**6 leases (32 min at the default 30 s)
 
 
 def deadline(seconds: float) -> datetime:
@@ -99,11 +101,22 @@ def reconcile(
 def _take_expired(database: Database, *, lease_seconds: float, held: bool) -> list[tuple[int, int]]:
     moment = now()
     owner = Job.lease_owner.is_not(None) if held else Job.lease_owner.is_(None)
+    # A step nobody claimed may be lost, or only waiting behind a backlog longer than a lease: each time it is
+    # queued again unclaimed, its next deadline doubles (up to 2**MAX_BACKOFF leases), so a backlog is not
+    # multiplied by duplicates while a lost message is still queued again after one lease.
+    backoff = case(
+        *((Job.requeues == n, moment + timedelta(seconds=lease_seconds * 2**n)) for n in range(MAX_BACKOFF)),
+        else_=moment + timedelta(seconds=lease_seconds * 2**MAX_BACKOFF),
+    )
     with database.session() as session:
         rows = session.execute(
             update(Job)
             .where(Job.status.in_(UNFINISHED), owner, or_(Job.lease_until.is_(None), Job.lease_until < moment))
-            .values(lease_owner=None, lease_until=moment + timedelta(seconds=lease_seconds))
+            .values(
+                lease_owner=None,
+                lease_until=moment + timedelta(seconds=lease_seconds) if held else backoff,
+                requeues=Job.requeues + (0 if held else 1),
+            )
             .returning(Job.id, Job.step)
             .execution_options(synchronize_session=False)
         ).all()

@@ -314,6 +314,7 @@ def _begin(
         return Outcome(job_id, "skipped", job.step, job.status)  # another delivery is running this step
     settings = services.settings
     job.lease_owner, job.lease_until = owner, deadline(settings.lease_seconds)
+    job.requeues = 0  # claimed: its step message arrived
     if _parent_gone(session, job):
         end_job(job, JobStatus.CANCELLED, error="the main job was cancelled or has ended")
         return Outcome(job_id, "finished", job.step, job.status)
