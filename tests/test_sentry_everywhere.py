@@ -1,0 +1,94 @@
+"""Sentry beyond the Celery worker: the API and the embedded worker start it from the settings, with the same
+scrubbing; and the embedded worker reports a step that raised and goes on with the next one."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sentry_sdk
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from bench.chaos_services import SentrySink
+from bench.stack import environment
+from emulator import EmulatorServer
+from models.db import Database
+from models.jobs import create_job
+from models.settings import Settings
+from models.tables import Job, JobStatus
+from models.tenants import create_tenant
+from tests.support import wait_until
+from worker.inprocess import InProcessWorker
+from worker.services import make_services
+
+INSTRUCTION_MARKER = "INSTRUCTION-MARKER-e5Qd"
+PROVIDER_MARKER = "PROVIDER-MARKER-b8Ny"  # quoted by the ValueError a step raises for an unknown provider
+
+
+@pytest.fixture
+def sink() -> Iterator[SentrySink]:
+    endpoint = SentrySink()
+    yield endpoint
+    sentry_sdk.get_client().close()
+    sentry_sdk.init()  # off again
+    endpoint.close()
+
+
+def test_the_api_reports_an_unexpected_error_to_the_dsn_of_its_settings(sink: SentrySink) -> None:
+    """A request that meets a database nobody can reach answers 500, and Sentry (started by ``create_app`` from
+    PLIMSOLL_SENTRY_DSN) receives the error."""
+    unreachable = Database("postgresql+psycopg://nobody@127.0.0.1:9/none?connect_timeout=2")
+    with (
+        environment({"PLIMSOLL_SENTRY_DSN": sink.dsn}),
+        TestClient(create_app(database=unreachable), raise_server_exceptions=False) as client,
+    ):
+        response = client.get("/v1/jobs", headers={"X-API-Key": "some-key"})
+    assert response.status_code == 500
+    sentry_sdk.flush()
+    kinds = wait_until(sink.snapshot, 10, "the API's event arrived")
+    assert kinds == {"OperationalError": 1}
+    assert "celery" not in sentry_sdk.get_client().integrations  # the Celery integration is the worker's
+
+
+def test_the_embedded_queue_starts_sentry_from_the_settings(sink: SentrySink) -> None:
+    from worker.queue import local_worker, stop_local_worker
+
+    with environment({"PLIMSOLL_SENTRY_DSN": sink.dsn, "PLIMSOLL_QUEUE": "inprocess"}):
+        try:
+            local_worker()
+            assert sentry_sdk.get_client().dsn == sink.dsn
+        finally:
+            stop_local_worker()
+
+
+def test_the_embedded_worker_reports_a_step_that_raised_and_goes_on(
+    database: Database, emulator_reset: EmulatorServer, sentry_events: list[dict[str, Any]]
+) -> None:
+    """One step raises (a job whose provider no adapter serves); the one thread that runs steps reports it,
+    without the job's text, and then runs the next job to its end."""
+    with database.session() as session:
+        tenant, _ = create_tenant(session, name=f"tenant-{uuid.uuid4().hex[:8]}")
+        broken = create_job(session, tenant_id=tenant.id, instruction=f"Say hi. {INSTRUCTION_MARKER}")
+        broken.provider = PROVIDER_MARKER
+        sound = create_job(session, tenant_id=tenant.id, instruction="Say hi.")
+        broken_id, sound_id = broken.id, sound.id
+    settings = Settings(queue="inprocess", anthropic_base_url=emulator_reset.base_url)
+    worker = InProcessWorker(lambda enqueue: make_services(enqueue, settings=settings, database=database), threads=1)
+    try:
+        worker.submit(broken_id)
+        worker.submit(sound_id)
+        assert worker.wait_until_idle(timeout=60)
+    finally:
+        worker.stop()
+    with database.session() as session:
+        assert session.get_one(Job, sound_id).status == JobStatus.SUCCEEDED
+        assert session.get_one(Job, broken_id).status == JobStatus.QUEUED  # for the reconciler, as under Celery
+    sentry_sdk.flush()
+    [event] = sentry_events
+    assert event["exception"]["values"][-1]["type"] == "ValueError"
+    text = json.dumps(sentry_events, default=str)
+    assert INSTRUCTION_MARKER not in text and PROVIDER_MARKER not in text
