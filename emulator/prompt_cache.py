@@ -1,12 +1,18 @@
 """Prompt caches: Anthropic's explicit breakpoints, and OpenAI's automatic prefix caching.
 
-Anthropic (as published): the cached prefix runs in the order tools, system, messages. Entries are written only
-at blocks marked with ``cache_control`` (at most 4 per request). A breakpoint reads the longest existing entry
-found at its own block or at one of the blocks before it, looking back at most ``lookback`` blocks in all. An
-entry lives for its TTL (5 minutes unless the breakpoint says ``"ttl": "1h"``), refreshed each time it is read.
-A prefix shorter than the minimum cacheable length is never written. Usage: ``read`` tokens come from the
-cache, ``written`` tokens are those between the read point and the last breakpoint written, and the rest of the
-request is uncached input.
+Anthropic (as published): the cached prefix runs in the order tools, system, messages. Entries are written only at
+blocks marked with ``cache_control`` (at most 4 per request). A breakpoint reads the longest existing entry found at
+its own block or at one of the blocks before it, looking back at most ``lookback`` blocks in all. An entry lives for
+its TTL (5 minutes unless the breakpoint says ``"ttl": "1h"``), refreshed each time it is read; an entry at one of
+the request's breakpoints inside the prefix it reads counts as read too (refreshing only the entry hit, a breakpoint
+kept on a stable prefix would expire five minutes after it was written although every request reads through it, and
+placing one where content changes at a different rate, as Anthropic's guide advises, would be useless). A prefix
+shorter than the minimum cacheable length is never written. Usage: ``read`` tokens come from the cache, ``written``
+tokens are those between the read point and the last breakpoint written, and the rest of the request is uncached
+input.
+
+The same model prices the benchmarks' requests (``bench.cache_model``), on units that carry a token count instead
+of token ids (:class:`CacheUnit`).
 
 OpenAI: any prefix of at least ``minimum`` tokens is cached automatically, in steps of 128 tokens; a request
 reads the longest such prefix that an earlier request (same model) also had.
@@ -18,11 +24,26 @@ import hashlib
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from emulator.counting import Unit
 
 ONE_HOUR_SECONDS = 3600.0
 OPENAI_CACHE_STEP = 128
+
+
+class CacheUnit(Protocol):
+    """What the Anthropic cache needs of a unit of the prompt (a block, in the order tools, system, messages)."""
+
+    @property
+    def key(self) -> bytes:
+        """Its content, for the prefix's key."""
+
+    @property
+    def token_count(self) -> int: ...
+
+    @property
+    def cache_control(self) -> dict[str, Any] | None: ...
 
 
 @dataclass
@@ -60,7 +81,7 @@ class AnthropicPromptCache:
         self,
         *,
         model: str,
-        units: Sequence[Unit],
+        units: Sequence[CacheUnit],
         now: float,
         ttl_seconds: float,
         min_tokens: int,
@@ -76,9 +97,11 @@ class AnthropicPromptCache:
 
         hit = self._longest_hit(keys, breakpoints, lookback, now)
         read = ends[hit] if hit is not None else 0
-        if hit is not None:
-            entry = self._entries[keys[hit]]
-            entry.expires_at = now + entry.ttl
+        if hit is not None:  # what the request reads is used: its entries at this request's breakpoints live on
+            for position in {hit, *breakpoints}:
+                entry = self._entries.get(keys[position]) if position <= hit else None
+                if entry is not None:
+                    entry.expires_at = now + entry.ttl
 
         writes = []
         for position in breakpoints:
@@ -97,7 +120,7 @@ class AnthropicPromptCache:
             start = ends[write.position]
         return AnthropicCacheUsage(read=read, written_5m=written_5m, written_1h=written_1h)
 
-    def readable(self, *, model: str, units: Sequence[Unit], now: float, lookback: int) -> int:
+    def readable(self, *, model: str, units: Sequence[CacheUnit], now: float, lookback: int) -> int:
         """The tokens the request would read from the cache, changing nothing (for rate limits, which count
         the request before it is served)."""
         breakpoints = [index for index, unit in enumerate(units) if unit.cache_control is not None]
@@ -149,7 +172,7 @@ class OpenAIPrefixCache:
         return cached
 
 
-def _chained_keys(model: str, units: Sequence[Unit]) -> list[tuple[str, bytes]]:
+def _chained_keys(model: str, units: Sequence[CacheUnit]) -> list[tuple[str, bytes]]:
     """For each unit, a key naming the whole prefix that ends with it."""
     keys = []
     running = hashlib.sha256()
@@ -159,16 +182,16 @@ def _chained_keys(model: str, units: Sequence[Unit]) -> list[tuple[str, bytes]]:
     return keys
 
 
-def _prefix_token_ends(units: Sequence[Unit]) -> list[int]:
+def _prefix_token_ends(units: Sequence[CacheUnit]) -> list[int]:
     ends = []
     total = 0
     for unit in units:
-        total += len(unit.tokens)
+        total += unit.token_count
         ends.append(total)
     return ends
 
 
-def _asks_for_one_hour(unit: Unit) -> bool:
+def _asks_for_one_hour(unit: CacheUnit) -> bool:
     return unit.cache_control is not None and unit.cache_control.get("ttl") == "1h"
 
 
