@@ -76,7 +76,8 @@ def test_the_embedded_worker_reports_a_step_that_raised_and_goes_on(
         broken.provider = PROVIDER_MARKER
         sound = create_job(session, tenant_id=tenant.id, instruction="Say hi.")
         broken_id, sound_id = broken.id, sound.id
-    settings = Settings(queue="inprocess", anthropic_base_url=emulator_reset.base_url)
+    # The reconciler would queue the broken job again (and other tests' unfinished jobs): not in this test's time.
+    settings = Settings(queue="inprocess", anthropic_base_url=emulator_reset.base_url, reconcile_every_seconds=3600)
     worker = InProcessWorker(lambda enqueue: make_services(enqueue, settings=settings, database=database), threads=1)
     try:
         worker.submit(broken_id)
