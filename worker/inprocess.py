@@ -16,8 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
-from tenacity.stop import stop_base
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
 from worker.lease import reconcile
 from worker.outages import DatabaseUnavailable, backoff_wait
@@ -90,12 +89,12 @@ class InProcessWorker:
         retrying = Retrying(
             retry=retry_if_exception_type(DatabaseUnavailable),
             wait=backoff_wait,
-            stop=stop_after_attempt(self.services.settings.max_transient_retries + 1) | _WhenStopping(self),
+            stop=stop_after_attempt(self.services.settings.max_transient_retries + 1),
             sleep=self._sleep,
             reraise=True,
         )
         try:
-            retrying(run_step, job_id, self.services, step=step)
+            retrying(self._attempt, job_id, step)
         except DatabaseUnavailable:  # the job keeps its deadline: the reconciler queues it once the database is back
             logger.warning("job %s: step %s given up while the database is unavailable", job_id, step)
         except Exception as error:
@@ -105,8 +104,12 @@ class InProcessWorker:
             )  # fmt: skip
             self.services.report(error)
 
+    def _attempt(self, job_id: int, step: int | None) -> None:
+        if not self._stopping:  # a worker that stops tries no more: the reconciler resumes the job
+            run_step(job_id, self.services, step=step)
+
     def _sleep(self, seconds: float) -> None:
-        """tenacity's sleep between tries, cut short by ``stop``."""
+        """tenacity's sleep between tries, cut short when the worker stops."""
         with self._condition:
             self._condition.wait_for(lambda: self._stopping, seconds)
 
@@ -122,13 +125,3 @@ class InProcessWorker:
                 logger.warning(
                     "reconciler: %s; trying again in a moment\n%s", type(error).__name__, scrubbed_traceback(error)
                 )
-
-
-class _WhenStopping(stop_base):
-    """tenacity's stop: the worker is stopping, so a step waiting out an outage is not tried again."""
-
-    def __init__(self, worker: InProcessWorker) -> None:
-        self.worker = worker
-
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        return self.worker._stopping
