@@ -1,9 +1,11 @@
 """Sentry beyond the Celery worker: the API and the embedded worker start it from the settings, with the same
-scrubbing; and the embedded worker reports a step that raised and goes on with the next one."""
+scrubbing; and the embedded worker reports a step that raised and goes on with the next one, and waits out a
+database outage."""
 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -11,6 +13,7 @@ from typing import Any
 import pytest
 import sentry_sdk
 from fastapi.testclient import TestClient
+from sqlalchemy.engine import make_url
 
 from api.app import create_app
 from bench.chaos_services import SentrySink
@@ -22,6 +25,8 @@ from models.settings import Settings
 from models.tables import Job, JobStatus
 from models.tenants import create_tenant
 from tests.support import wait_until
+from tests.support_worker import new_job
+from tests.tcp_proxy import CuttableProxy
 from worker.inprocess import InProcessWorker
 from worker.services import make_services
 
@@ -93,3 +98,31 @@ def test_the_embedded_worker_reports_a_step_that_raised_and_goes_on(
     assert event["exception"]["values"][-1]["type"] == "ValueError"
     text = json.dumps(sentry_events, default=str)
     assert INSTRUCTION_MARKER not in text and PROVIDER_MARKER not in text
+
+
+def test_the_embedded_worker_waits_out_a_database_outage(
+    database_url: str, emulator_reset: EmulatorServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A step that cannot reach the database is tried again with the worker's backoff, in the same worker, and
+    runs once the database is back (the reconciler plays no part)."""
+    caplog.set_level(logging.WARNING, logger="worker.inprocess")
+    url = make_url(database_url)
+    with CuttableProxy((url.host or "127.0.0.1", url.port or 5432)) as proxy:
+        through_proxy = Database(url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False))
+        job_id = new_job(through_proxy, {"a.txt": "Alpha."})
+        settings = Settings(anthropic_base_url=emulator_reset.base_url, reconcile_every_seconds=3600)
+        proxy.cut()
+        worker = InProcessWorker(lambda enqueue: make_services(enqueue, settings=settings, database=through_proxy))
+        try:
+            worker.submit(job_id)
+            wait_until(lambda: "waits" in caplog.text, 30, "a step waited for the database")
+            proxy.restore()
+            assert worker.wait_until_idle(timeout=120)
+        finally:
+            worker.stop()
+            through_proxy.dispose()
+    direct = Database(database_url)
+    with direct.session() as session:
+        assert session.get_one(Job, job_id).status == JobStatus.SUCCEEDED
+    direct.dispose()
+    assert "given up" not in caplog.text

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
 from worker.lease import reconcile
 from worker.outages import DatabaseUnavailable, backoff_wait
@@ -91,6 +91,7 @@ class InProcessWorker:
             wait=backoff_wait,
             stop=stop_after_attempt(self.services.settings.max_transient_retries + 1),
             sleep=self._sleep,
+            before_sleep=_log_outage_wait,
             reraise=True,
         )
         try:
@@ -125,3 +126,11 @@ class InProcessWorker:
                 logger.warning(
                     "reconciler: %s; trying again in a moment\n%s", type(error).__name__, scrubbed_traceback(error)
                 )
+
+
+def _log_outage_wait(retry_state: RetryCallState) -> None:
+    job_id, step = retry_state.args
+    logger.warning(
+        "job %s: step %s waits %.1f s for the database (try %d)",
+        job_id, step, retry_state.upcoming_sleep, retry_state.attempt_number,
+    )  # fmt: skip
