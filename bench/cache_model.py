@@ -84,9 +84,12 @@ class AnthropicCache:
         """One request: per message its key, tokens and blocks; ``breakpoints``: indices of the messages whose last
         block carries ``cache_control``."""
         marks = set(sorted(set(breakpoints))[-MAX_BREAKPOINTS:])
-        units: list[_Counted] = []
-        for index, message in enumerate(zip(keys, tokens, blocks, strict=True)):
-            units += self._units_of(*message, marked=index in marks)
+        units_of = self._units_of
+        units = [
+            unit
+            for index, message in enumerate(zip(keys, tokens, blocks, strict=True))
+            for unit in units_of(*message, marked=index in marks)
+        ]
         cached = self._cache.apply(
             model=MODEL,
             units=units,

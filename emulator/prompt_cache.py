@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import hashlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any, Protocol
 
 from emulator.counting import Unit
@@ -92,7 +93,7 @@ class AnthropicPromptCache:
         breakpoints = [index for index, unit in enumerate(units) if unit.cache_control is not None]
         if not breakpoints:
             return AnthropicCacheUsage()
-        keys = _chained_keys(model, units)
+        keys = _chained_keys(model, units, breakpoints, lookback)
         ends = _prefix_token_ends(units)
 
         hit = self._longest_hit(keys, breakpoints, lookback, now)
@@ -125,13 +126,13 @@ class AnthropicPromptCache:
         the request before it is served)."""
         breakpoints = [index for index, unit in enumerate(units) if unit.cache_control is not None]
         live = {key for key, entry in self._entries.items() if entry.expires_at > now}
-        keys = _chained_keys(model, units)
+        keys = _chained_keys(model, units, breakpoints, lookback)
         hit = self._longest_hit(keys, breakpoints, lookback, now, among=live) if breakpoints else None
         return _prefix_token_ends(units)[hit] if hit is not None else 0
 
     def _longest_hit(
         self,
-        keys: list[tuple[str, bytes]],
+        keys: Mapping[int, tuple[str, bytes]],
         breakpoints: list[int],
         lookback: int,
         now: float,
@@ -172,23 +173,24 @@ class OpenAIPrefixCache:
         return cached
 
 
-def _chained_keys(model: str, units: Sequence[CacheUnit]) -> list[tuple[str, bytes]]:
-    """For each unit, a key naming the whole prefix that ends with it."""
-    keys = []
+def _chained_keys(
+    model: str, units: Sequence[CacheUnit], breakpoints: Sequence[int], lookback: int
+) -> dict[int, tuple[str, bytes]]:
+    """For each unit a breakpoint may read or write at (itself and the ``lookback`` units up to it), a key naming
+    the whole prefix that ends with it."""
+    wanted = {i for position in breakpoints for i in range(max(0, position - lookback + 1), position + 1)}
+    wanted.update(breakpoints)
+    keys = {}
     running = hashlib.sha256()
-    for unit in units:
+    for index, unit in enumerate(units):
         running.update(unit.key)
-        keys.append((model, running.copy().digest()))
+        if index in wanted:
+            keys[index] = (model, running.copy().digest())
     return keys
 
 
 def _prefix_token_ends(units: Sequence[CacheUnit]) -> list[int]:
-    ends = []
-    total = 0
-    for unit in units:
-        total += unit.token_count
-        ends.append(total)
-    return ends
+    return list(accumulate(unit.token_count for unit in units))
 
 
 def _asks_for_one_hour(unit: CacheUnit) -> bool:
