@@ -12,6 +12,7 @@ from api.limits import BodyLimit
 from api.routes import continuation, documents, health, jobs, notices
 from api.uploads import body_limit
 from models.db import Database
+from worker.sentry import start_sentry
 
 DESCRIPTION = """\
 Plimsoll runs long LLM agent jobs step by step, fitting every request into the model's context budget.
@@ -23,7 +24,8 @@ Every error answers `{"detail": "..."}`.
 
 def create_app(*, database: Database | None = None, enqueue: Enqueue | None = None) -> FastAPI:
     """The API on ``database`` (default: the settings' database), queueing steps with ``enqueue`` (default: the
-    Celery queue of ``worker.queue``)."""
+    Celery queue of ``worker.queue``). Starts Sentry when the settings name a DSN."""
+    start_sentry()
     # Swagger UI and ReDoc from the assets fastapi-offline ships: /docs and /redoc work without the internet.
     app = FastAPIOffline(title="Plimsoll", version="0.1.0", description=DESCRIPTION)
     app.state.database = database

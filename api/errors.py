@@ -10,6 +10,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import sentry_sdk
 from fastapi import FastAPI, Request, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
@@ -148,6 +149,7 @@ async def unexpected(request: Request, exc: Exception) -> JSONResponse:
     chain = " <- ".join(type(each).__qualname__ for each in _chain(exc))
     stack = "".join(traceback.format_tb(exc.__traceback__))
     logger.error("unhandled error in %s %s: %s\n%s", request.method, request.url.path, chain, stack)
+    sentry_sdk.capture_exception(exc)  # scrubbed by worker.sentry's before_send; nothing without a DSN
     return error(status.HTTP_500_INTERNAL_SERVER_ERROR, "internal error; it has been logged")
 
 

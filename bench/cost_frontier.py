@@ -1,8 +1,8 @@
 """What keeping context costs, policy by policy: ``python -m bench.cost_frontier``.
 
 Every policy of ``bench.frontier_policies`` at every setting of its knob plans every request of three runs. Each
-request goes through one model of Anthropic's prompt cache (``bench.cache_model``) at two prices: the 5-minute
-TTL (writes 1.25x) and the 1-hour TTL (writes 2x); reads 0.1x. The run's rhythm: a request every
+request goes through the emulator's model of Anthropic's prompt cache (``bench.cache_model``) at two prices: the
+5-minute TTL (writes 1.25x) and the 1-hour TTL (writes 2x); reads 0.1x. The run's rhythm: a request every
 :data:`GAP_SECONDS`, and after every :data:`PAUSE_EVERY`-th request a pause of :data:`PAUSE_SECONDS` (subagents
 running, a retry backoff, a full queue): the 5-minute cache goes cold, the 1-hour one does not. The policies that
 take the time since the previous request are given it.
@@ -532,11 +532,12 @@ def plot(results: Mapping[str, Sequence[Point]], titles: Mapping[str, str], path
 def rhythm_text() -> str:
     return (
         f"A request every {GAP_SECONDS:.0f} s; after every {PAUSE_EVERY}th request a pause of "
-        f"{PAUSE_SECONDS / 60:.0f} minutes (the 5-minute cache goes cold, the 1-hour one stays). Cache: one model "
-        f"of Anthropic's rules (bench/cache_model.py): entries only at breakpoints (the last message, and where "
-        f"the policy's stable prefix ends: before the oldest result sent whole for every policy but the "
-        f"cache-economic one, which says where), 20-block lookback, 1,024-token minimum; read {FIVE_MINUTES.read:g}×, "
-        f"write {FIVE_MINUTES.write:g}× (5 min) or {ONE_HOUR.write:g}× (1 h), the rest 1×. "
+        f"{PAUSE_SECONDS / 60:.0f} minutes (the 5-minute cache goes cold, the 1-hour one stays). Cache: the "
+        f"emulator's model of Anthropic's rules (emulator/prompt_cache.py, fed by bench/cache_model.py): entries "
+        f"only at breakpoints (the last message, and where the policy's stable prefix ends: before the oldest "
+        f"result sent whole for every policy but the cache-economic one, which says where), 20-block lookback, "
+        f"1,024-token minimum; read {FIVE_MINUTES.read:g}×, write {FIVE_MINUTES.write:g}× (5 min) or "
+        f"{ONE_HOUR.write:g}× (1 h), the rest 1×. "
         f"Costs in millions of uncached-token equivalents; ÷ uncached divides "
         f"by the tokens the same requests would cost without a cache. Reuse when clearing: tokens of the leading "
         f"messages equal to the previous request's ÷ tokens sent, over calls whose stored history exceeds the "

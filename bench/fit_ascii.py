@@ -21,6 +21,7 @@ weight) the single results.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from dataclasses import dataclass, replace
@@ -29,8 +30,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from bench import fit_profiles
-from bench.fit_profiles import CHUNK_CHARS, CORPUS_MARGIN, FILE_CEILING, chunks_of, write
+from bench.fit_shared import CHUNK_CHARS, CORPUS_MARGIN, FILE_CEILING, add_output_flags, chunks_of, write
 from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
 from bench.tool_output import conversations, tool_outputs
 from bench.trajectories import trajectory_conversations, trajectory_results
@@ -230,5 +230,13 @@ def run(write_to: Path | None = None) -> list[Profile]:
     return fitted
 
 
+def main(argv: list[str] | None = None) -> None:
+    """``python -m bench.fit_ascii [--write] [--output FILE]``, the same as ``python -m bench.fit_profiles --ascii``."""
+    parser = argparse.ArgumentParser(prog="python -m bench.fit_ascii", description=__doc__.split("\n\n")[0])
+    add_output_flags(parser)
+    args = parser.parse_args(argv)
+    run(write_to=args.output if args.write else None)
+
+
 if __name__ == "__main__":
-    fit_profiles.main(["--ascii", *sys.argv[1:]])
+    main()

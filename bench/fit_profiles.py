@@ -44,9 +44,19 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
+from bench.fit_shared import (
+    CHUNK_CHARS,
+    CORPUS_MARGIN,
+    FILE_CEILING,
+    SCRIPT_MARGIN,
+    SOFT_PENALTY,
+    add_output_flags,
+    chunks_of,
+    write,
+)
 from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
 from plimsoll.estimate import CLASS_RANGES, TABLE_CLASSES, TABLE_UNIT, UNIT, Profile
-from plimsoll.profiles import FITTED_FILE, profile_data
+from plimsoll.profiles import profile_data
 
 DISCOUNT_LEADS = (0xE0, 0xE1)  # shared by scripts that cost very differently: a discount per script
 DISCOUNT_MIN_COUNT = 150  # a prefix needs this many characters in the texts to get a discount of its own
@@ -83,13 +93,11 @@ SOFT = {
     "base64",
     "csv",
 }
-CORPUS_MARGIN, FILE_CEILING, SOFT_PENALTY = 1.01, 1.145, 20.0
 # Other texts in the corpus's own scripts (Cyrillic, Chinese, Japanese, Korean) share its weights, which the
 # corpus files' ceilings hold down: they are held to 1.0, not SCRIPT_MARGIN.
 CORPUS_SCRIPTS = {"uk", "bg", "sr", "ru", "zh", "ja", "ko", "mixed"}
-SCRIPT_MARGIN, ASCII_MARGIN = 1.2, 1.0  # other texts: mostly non-ASCII (a script) or mostly ASCII (code, data)
+ASCII_MARGIN = 1.0  # other texts, mostly ASCII (code, data); mostly non-ASCII (a script): SCRIPT_MARGIN
 ASCII_CLASSES = ("control", "tab", "newline", "space", "quote", "bracket", "punct", "digit", "upper", "lower")
-CHUNK_CHARS = {"corpus": 20_000, "other": 6_000}
 TABLE_MAX = TABLE_UNIT * 255 / UNIT
 BYTES_OF_LEAD = {
     cls: 1 if ranges[0][1] < 0x80 else 2 if ranges[0][0] < 0xE0 else 3 if ranges[0][0] < 0xF0 else 4
@@ -123,18 +131,6 @@ def features(text: str) -> np.ndarray:
 
 def _candidate_prefixes() -> list[bytes]:
     return [bytes((lead, second)) for lead in DISCOUNT_LEADS for second in range(0x80, 0xC0)]
-
-
-def chunks_of(text: str, size: int) -> list[str]:
-    pieces, start = [], 0
-    while start < len(text):
-        end = min(len(text), start + size)
-        if end < len(text):
-            newline = text.rfind("\n", start + size // 2, end)
-            end = newline if newline > start else end
-        pieces.append(text[start:end])
-        start = end
-    return [p for p in pieces if p.strip()]
 
 
 def extra_texts(folder: Path | None) -> dict[str, str]:
@@ -287,20 +283,6 @@ def report(chunks: list[Chunk], reference: str, weights: dict[str, float]) -> No
         print(f"| {source} | {whole:.3f} | {min(ratios):.3f} | {max(ratios):.3f} |")
 
 
-PROFILES_FILE = Path(__file__).resolve().parent.parent / "plimsoll" / FITTED_FILE
-GENERATED_BY = (
-    "python -m bench.fit_profiles (the scripts' weights), then python -m bench.fit_profiles --ascii --write "
-    "(the ASCII part, on agent tool output); see the README's Token estimates section"
-)
-
-
-def write(profiles: list[Profile], path: Path = PROFILES_FILE) -> None:
-    """Write the fitted profiles as the data file ``plimsoll/profiles.py`` reads."""
-    data = {"generated_by": GENERATED_BY, "profiles": {p.name: profile_data(p) for p in profiles}}
-    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {path}", file=sys.stderr)
-
-
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.fit_profiles", description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -311,10 +293,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="raise the scripts' weights where this machine's message catalogs show them short (bench.fit_scripts)",
     )
-    parser.add_argument("--write", action="store_true", help=f"write the weights to {PROFILES_FILE.name}")
-    parser.add_argument(
-        "--output", type=Path, default=PROFILES_FILE, help="where --write writes (default: %(default)s)"
-    )
+    add_output_flags(parser)
     parser.add_argument(
         "--extra-dir",
         type=Path,

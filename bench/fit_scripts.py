@@ -22,6 +22,7 @@ The ASCII weights are fitted after this step (``--ascii``), with these weights p
 
 from __future__ import annotations
 
+import argparse
 import gettext
 import json
 import sys
@@ -31,12 +32,12 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from bench import fit_profiles
-from bench.fit_profiles import (
+from bench.fit_shared import (
     CHUNK_CHARS,
     FILE_CEILING,
     SCRIPT_MARGIN,
     SOFT_PENALTY,
+    add_output_flags,
     chunks_of,
     write,
 )
@@ -191,5 +192,14 @@ def run(write_to: Path | None = None) -> list[Profile]:
     return fitted
 
 
+def main(argv: list[str] | None = None) -> None:
+    """``python -m bench.fit_scripts [--write] [--output FILE]``, the same as ``python -m bench.fit_profiles
+    --scripts``."""
+    parser = argparse.ArgumentParser(prog="python -m bench.fit_scripts", description=__doc__.split("\n\n")[0])
+    add_output_flags(parser)
+    args = parser.parse_args(argv)
+    run(write_to=args.output if args.write else None)
+
+
 if __name__ == "__main__":
-    fit_profiles.main(["--scripts", *sys.argv[1:]])
+    main()

@@ -1,15 +1,27 @@
-"""The Anthropic Messages wire format: reading and checking requests, writing replies and errors."""
+"""The Anthropic Messages wire format: reading requests (their shape checked by ``emulator.anthropic_request``) and
+the rules across fields, writing replies and errors."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from pydantic import ValidationError
+
+from emulator.anthropic_request import (
+    OTHER_BLOCKS,
+    CountTokensRequest,
+    MessageIn,
+    MessagesRequest,
+    TextBlock,
+    Tool,
+    ToolResultBlock,
+    ToolUseBlock,
+    first_problem,
+)
 from emulator.conversation import Block, Conversation, Message, RequestError
 
 MAX_CACHE_BREAKPOINTS = 4
 
-_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 _BLOCK_TYPES = {"user": ("text", "tool_result"), "assistant": ("text", "tool_use")}
 
 
@@ -30,26 +42,24 @@ def context_exceeded_message(tokens: int, max_tokens: int, limit: int) -> str:
 
 def parse_request(body: object, *, count_only: bool = False) -> Conversation:
     """The conversation in a ``/v1/messages`` (or ``count_tokens``) body, checked as the real API checks it."""
-    if not isinstance(body, dict):
-        raise RequestError("request body: Input should be a valid dictionary")
-    model = _required(body, "model", str, "a valid string")
-    max_tokens = None
-    if not count_only:
-        max_tokens = _required(body, "max_tokens", int, "a valid integer")
-        if max_tokens < 1:
-            raise RequestError("max_tokens: Input should be greater than or equal to 1")
-    raw_messages = _required(body, "messages", list, "a valid list")
-    if not raw_messages:
+    shape = CountTokensRequest if count_only else MessagesRequest
+    try:
+        request = shape.model_validate(body)
+    except ValidationError as error:
+        raise RequestError(first_problem(error)) from None
+    if not request.messages:
         raise RequestError("messages: at least one message is required")
-    messages = [_message(raw, f"messages.{index}") for index, raw in enumerate(raw_messages)]
+    messages = [_message(message, f"messages.{index}") for index, message in enumerate(request.messages)]
     _check_tool_pairing(messages)
     conversation = Conversation(
-        model=model,
-        system=_system(body.get("system")),
-        tools=_tools(body.get("tools")),
+        model=request.model,
+        system=_system(request.system),
+        tools=[_tool(tool) for tool in request.tools or []],
         messages=messages,
-        max_tokens=max_tokens,
+        max_tokens=request.max_tokens if isinstance(request, MessagesRequest) else None,
     )
+    if len(conversation.tool_names) != len(conversation.tools):
+        raise RequestError("tools: Tool names must be unique.")
     _check_breakpoint_count(conversation)
     return conversation
 
@@ -80,138 +90,63 @@ def usage_body(*, uncached: int, output: int, read: int, written_5m: int, writte
     }
 
 
-def _required(body: dict[str, Any], name: str, kind: type, description: str) -> Any:
-    if name not in body:
-        raise RequestError(f"{name}: Field required")
-    value = body[name]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise RequestError(f"{name}: Input should be {description}")
-    return value
-
-
-def _message(raw: object, path: str) -> Message:
-    if not isinstance(raw, dict):
-        raise RequestError(f"{path}: Input should be a valid dictionary")
-    role = raw.get("role")
-    if role not in _BLOCK_TYPES:
-        raise RequestError(f"{path}.role: Input should be 'user' or 'assistant'")
-    content = raw.get("content")
-    if isinstance(content, str):
-        content = [{"type": "text", "text": content}]
-    if not isinstance(content, list):
-        raise RequestError(f"{path}.content: Input should be a valid string or a valid list")
-    if not content:
+def _message(message: MessageIn, path: str) -> Message:
+    if not message.content:
         raise RequestError(
             f"{path}: all messages must have non-empty content except for the optional final assistant message"
         )
-    blocks = [_block(block, f"{path}.content.{index}", _BLOCK_TYPES[role]) for index, block in enumerate(content)]
-    return {"role": role, "content": blocks}
+    allowed = _BLOCK_TYPES[message.role]
+    blocks = []
+    for index, block in enumerate(message.content):
+        if block.type not in allowed:
+            supported = " or ".join(f"'{name}'" for name in allowed)
+            raise RequestError(f"{path}.content.{index}.type: Input should be {supported}{OTHER_BLOCKS}")
+        blocks.append(_block(block))
+    return {"role": message.role, "content": blocks}
 
 
-def _block(raw: object, path: str, allowed: tuple[str, ...]) -> Block:
-    if not isinstance(raw, dict):
-        raise RequestError(f"{path}: Input should be a valid dictionary")
-    kind = raw.get("type")
-    if kind not in allowed:
-        supported = " or ".join(f"'{name}'" for name in allowed)
-        raise RequestError(f"{path}.type: Input should be {supported} (the emulator supports no other blocks here)")
-    if kind == "text":
-        block: Block = {"type": "text", "text": _text(raw, path)}
-    elif kind == "tool_use":
-        block = {
-            "type": "tool_use",
-            "id": _string(raw, "id", path),
-            "name": _string(raw, "name", path),
-            "input": _object(raw, "input", path),
-        }
+def _block(block: TextBlock | ToolUseBlock | ToolResultBlock) -> Block:
+    """The block as the counter and the cache read it: the fields the emulator uses, in the order they were
+    always written."""
+    if isinstance(block, TextBlock):
+        made: Block = {"type": "text", "text": _text(block)}
+    elif isinstance(block, ToolUseBlock):
+        made = {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
     else:
-        block = {"type": "tool_result", "tool_use_id": _string(raw, "tool_use_id", path)}
-        if "content" in raw:
-            block["content"] = _tool_result_content(raw["content"], f"{path}.content")
-        if "is_error" in raw:
-            if not isinstance(raw["is_error"], bool):
-                raise RequestError(f"{path}.is_error: Input should be a valid boolean")
-            block["is_error"] = raw["is_error"]
-    return _with_cache_control(block, raw, path)
+        made = {"type": "tool_result", "tool_use_id": block.tool_use_id}
+        if block.content is not None:
+            made["content"] = block.content if isinstance(block.content, str) else [_block(b) for b in block.content]
+        if block.is_error is not None:
+            made["is_error"] = block.is_error
+    return _with_cache_control(made, block)
 
 
-def _text(raw: dict[str, Any], path: str) -> str:
-    text = _string(raw, "text", path)
-    if not text:
+def _text(block: TextBlock) -> str:
+    if not block.text:
         raise RequestError("messages: text content blocks must be non-empty")
-    return text
+    return block.text
 
 
-def _string(raw: dict[str, Any], name: str, path: str) -> str:
-    if name not in raw:
-        raise RequestError(f"{path}.{name}: Field required")
-    value = raw[name]
-    if not isinstance(value, str):
-        raise RequestError(f"{path}.{name}: Input should be a valid string")
-    return value
+def _with_cache_control(made: Block, block: TextBlock | ToolUseBlock | ToolResultBlock | Tool) -> Block:
+    if block.cache_control is None:
+        return made
+    return {**made, "cache_control": block.cache_control.model_dump(exclude_unset=True)}
 
 
-def _object(raw: dict[str, Any], name: str, path: str) -> dict[str, Any]:
-    if name not in raw:
-        raise RequestError(f"{path}.{name}: Field required")
-    value = raw[name]
-    if not isinstance(value, dict):
-        raise RequestError(f"{path}.{name}: Input should be a valid dictionary")
-    return value
-
-
-def _tool_result_content(raw: object, path: str) -> str | list[Block]:
-    if isinstance(raw, str):
-        return raw
-    if not isinstance(raw, list):
-        raise RequestError(f"{path}: Input should be a valid string or a valid list")
-    return [_block(item, f"{path}.{index}", ("text",)) for index, item in enumerate(raw)]
-
-
-def _with_cache_control(block: Block, raw: dict[str, Any], path: str) -> Block:
-    control = raw.get("cache_control")
-    if control is None:
-        return block
-    if not isinstance(control, dict) or control.get("type") != "ephemeral":
-        raise RequestError(f"{path}.cache_control.type: Input should be 'ephemeral'")
-    if control.get("ttl", "5m") not in ("5m", "1h"):
-        raise RequestError(f"{path}.cache_control.ttl: Input should be '5m' or '1h'")
-    return {**block, "cache_control": dict(control)}
-
-
-def _system(raw: object) -> list[Block]:
-    if raw is None or raw == "":
+def _system(system: str | list[TextBlock] | None) -> list[Block]:
+    if not system:
         return []
-    if isinstance(raw, str):
-        return [{"type": "text", "text": raw}]
-    if not isinstance(raw, list):
-        raise RequestError("system: Input should be a valid string or a valid list")
-    return [_block(item, f"system.{index}", ("text",)) for index, item in enumerate(raw)]
+    if isinstance(system, str):
+        return [{"type": "text", "text": system}]
+    return [_block(block) for block in system]
 
 
-def _tools(raw: object) -> list[Block]:
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise RequestError("tools: Input should be a valid list")
-    tools = []
-    for index, item in enumerate(raw):
-        path = f"tools.{index}"
-        if not isinstance(item, dict):
-            raise RequestError(f"{path}: Input should be a valid dictionary")
-        if item.get("type", "custom") != "custom":
-            raise RequestError(f"{path}.type: the emulator supports only custom (client) tools")
-        name = _string(item, "name", path)
-        if not _TOOL_NAME.match(name):
-            raise RequestError(f"{path}.custom.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'")
-        tool: Block = {"name": name}
-        if "description" in item:
-            tool["description"] = _string(item, "description", path)
-        tool["input_schema"] = _object(item, "input_schema", path)
-        tools.append(_with_cache_control(tool, item, path))
-    if len({tool["name"] for tool in tools}) != len(tools):
-        raise RequestError("tools: Tool names must be unique.")
-    return tools
+def _tool(tool: Tool) -> Block:
+    made: Block = {"name": tool.name}
+    if tool.description is not None:
+        made["description"] = tool.description
+    made["input_schema"] = tool.input_schema
+    return _with_cache_control(made, tool)
 
 
 def _check_tool_pairing(messages: list[Message]) -> None:

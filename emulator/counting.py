@@ -46,6 +46,10 @@ class Unit:
     tokens: tuple[int, ...]
     cache_control: dict[str, Any] | None
 
+    @property
+    def token_count(self) -> int:
+        return len(self.tokens)
+
 
 @dataclass(frozen=True)
 class Counted:

@@ -1,12 +1,18 @@
 """Prompt caches: Anthropic's explicit breakpoints, and OpenAI's automatic prefix caching.
 
-Anthropic (as published): the cached prefix runs in the order tools, system, messages. Entries are written only
-at blocks marked with ``cache_control`` (at most 4 per request). A breakpoint reads the longest existing entry
-found at its own block or at one of the blocks before it, looking back at most ``lookback`` blocks in all. An
-entry lives for its TTL (5 minutes unless the breakpoint says ``"ttl": "1h"``), refreshed each time it is read.
-A prefix shorter than the minimum cacheable length is never written. Usage: ``read`` tokens come from the
-cache, ``written`` tokens are those between the read point and the last breakpoint written, and the rest of the
-request is uncached input.
+Anthropic (as published): the cached prefix runs in the order tools, system, messages. Entries are written only at
+blocks marked with ``cache_control`` (at most 4 per request). A breakpoint reads the longest existing entry found at
+its own block or at one of the blocks before it, looking back at most ``lookback`` blocks in all. An entry lives for
+its TTL (5 minutes unless the breakpoint says ``"ttl": "1h"``), refreshed each time it is read; an entry at one of
+the request's breakpoints inside the prefix it reads counts as read too (refreshing only the entry hit, a breakpoint
+kept on a stable prefix would expire five minutes after it was written although every request reads through it, and
+placing one where content changes at a different rate, as Anthropic's guide advises, would be useless). A prefix
+shorter than the minimum cacheable length is never written. Usage: ``read`` tokens come from the cache, ``written``
+tokens are those between the read point and the last breakpoint written, and the rest of the request is uncached
+input.
+
+The same model prices the benchmarks' requests (``bench.cache_model``), on units that carry a token count instead
+of token ids (:class:`CacheUnit`).
 
 OpenAI: any prefix of at least ``minimum`` tokens is cached automatically, in steps of 128 tokens; a request
 reads the longest such prefix that an earlier request (same model) also had.
@@ -16,13 +22,29 @@ from __future__ import annotations
 
 import hashlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
+from typing import Any, Protocol
 
 from emulator.counting import Unit
 
 ONE_HOUR_SECONDS = 3600.0
 OPENAI_CACHE_STEP = 128
+
+
+class CacheUnit(Protocol):
+    """What the Anthropic cache needs of a unit of the prompt (a block, in the order tools, system, messages)."""
+
+    @property
+    def key(self) -> bytes:
+        """Its content, for the prefix's key."""
+
+    @property
+    def token_count(self) -> int: ...
+
+    @property
+    def cache_control(self) -> dict[str, Any] | None: ...
 
 
 @dataclass
@@ -60,7 +82,7 @@ class AnthropicPromptCache:
         self,
         *,
         model: str,
-        units: Sequence[Unit],
+        units: Sequence[CacheUnit],
         now: float,
         ttl_seconds: float,
         min_tokens: int,
@@ -71,14 +93,16 @@ class AnthropicPromptCache:
         breakpoints = [index for index, unit in enumerate(units) if unit.cache_control is not None]
         if not breakpoints:
             return AnthropicCacheUsage()
-        keys = _chained_keys(model, units)
+        keys = _chained_keys(model, units, breakpoints, lookback)
         ends = _prefix_token_ends(units)
 
         hit = self._longest_hit(keys, breakpoints, lookback, now)
         read = ends[hit] if hit is not None else 0
-        if hit is not None:
-            entry = self._entries[keys[hit]]
-            entry.expires_at = now + entry.ttl
+        if hit is not None:  # what the request reads is used: its entries at this request's breakpoints live on
+            for position in {hit, *breakpoints}:
+                entry = self._entries.get(keys[position]) if position <= hit else None
+                if entry is not None:
+                    entry.expires_at = now + entry.ttl
 
         writes = []
         for position in breakpoints:
@@ -97,18 +121,18 @@ class AnthropicPromptCache:
             start = ends[write.position]
         return AnthropicCacheUsage(read=read, written_5m=written_5m, written_1h=written_1h)
 
-    def readable(self, *, model: str, units: Sequence[Unit], now: float, lookback: int) -> int:
+    def readable(self, *, model: str, units: Sequence[CacheUnit], now: float, lookback: int) -> int:
         """The tokens the request would read from the cache, changing nothing (for rate limits, which count
         the request before it is served)."""
         breakpoints = [index for index, unit in enumerate(units) if unit.cache_control is not None]
         live = {key for key, entry in self._entries.items() if entry.expires_at > now}
-        keys = _chained_keys(model, units)
+        keys = _chained_keys(model, units, breakpoints, lookback)
         hit = self._longest_hit(keys, breakpoints, lookback, now, among=live) if breakpoints else None
         return _prefix_token_ends(units)[hit] if hit is not None else 0
 
     def _longest_hit(
         self,
-        keys: list[tuple[str, bytes]],
+        keys: Mapping[int, tuple[str, bytes]],
         breakpoints: list[int],
         lookback: int,
         now: float,
@@ -149,26 +173,27 @@ class OpenAIPrefixCache:
         return cached
 
 
-def _chained_keys(model: str, units: Sequence[Unit]) -> list[tuple[str, bytes]]:
-    """For each unit, a key naming the whole prefix that ends with it."""
-    keys = []
+def _chained_keys(
+    model: str, units: Sequence[CacheUnit], breakpoints: Sequence[int], lookback: int
+) -> dict[int, tuple[str, bytes]]:
+    """For each unit a breakpoint may read or write at (itself and the ``lookback`` units up to it), a key naming
+    the whole prefix that ends with it."""
+    wanted = {i for position in breakpoints for i in range(max(0, position - lookback + 1), position + 1)}
+    wanted.update(breakpoints)
+    keys = {}
     running = hashlib.sha256()
-    for unit in units:
+    for index, unit in enumerate(units):
         running.update(unit.key)
-        keys.append((model, running.copy().digest()))
+        if index in wanted:
+            keys[index] = (model, running.copy().digest())
     return keys
 
 
-def _prefix_token_ends(units: Sequence[Unit]) -> list[int]:
-    ends = []
-    total = 0
-    for unit in units:
-        total += len(unit.tokens)
-        ends.append(total)
-    return ends
+def _prefix_token_ends(units: Sequence[CacheUnit]) -> list[int]:
+    return list(accumulate(unit.token_count for unit in units))
 
 
-def _asks_for_one_hour(unit: Unit) -> bool:
+def _asks_for_one_hour(unit: CacheUnit) -> bool:
     return unit.cache_control is not None and unit.cache_control.get("ttl") == "1h"
 
 

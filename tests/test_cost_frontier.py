@@ -113,8 +113,8 @@ def test_goals_follow_the_figures(frontier: Frontier) -> None:
 
 @pytest.mark.parametrize("family", [DEFAULT_FAMILY, ECONOMIC_FAMILY])
 def test_the_cache_model_reads_and_writes_what_the_emulators_cache_does(family: str) -> None:
-    """Where the two can differ (an entry kept alive by reads through it, bench.cache_model) plays no part, within
-    an hour's TTL, the benchmark's cache and the emulator's agree request by request."""
+    """The benchmark prices with the emulator's cache (bench.cache_model feeds it messages as token counts and
+    blocks): on the emulator's own units, one per message, it reads and writes the same, request by request."""
     workload = workloads(scale=0.1)[0]
     stored = Stored(workload.build())
     policy = next(p for p in sweep(workload.budget, (1.0,)) if p.family == family)

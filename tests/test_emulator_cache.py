@@ -98,6 +98,21 @@ def test_one_hour_entries_outlive_five_minutes(emulator_reset: EmulatorServer, c
     assert send(client, system=cached_system(ttl="1h")).cache_read_input_tokens == SYSTEM_UNIT
 
 
+def test_a_stable_breakpoint_read_through_lives_on(emulator_reset: EmulatorServer, client: anthropic.Anthropic) -> None:
+    """The system prompt's entry is never the longest hit while the conversation grows, yet every request reads
+    through it at one of its breakpoints: it stays alive, and is what a request that changed its messages reads."""
+    turns: list[dict[str, Any]] = []
+    for turn in range(3):  # a turn every 4 minutes: 8 minutes after it was written, the system entry is still there
+        turns.append({"role": "user", "content": [{"type": "text", "text": f"Turn {turn}. " + LONG_SYSTEM}]})
+        marked = [*turns[:-1], {**turns[-1], "content": [{**turns[-1]["content"][0], "cache_control": EPHEMERAL}]}]
+        usage = send(client, system=cached_system(), messages=marked)
+        read = usage.cache_read_input_tokens or 0
+        assert read > SYSTEM_UNIT if turn else read == 0  # from the second turn on: the previous turn's entry
+        emulator_reset.advance_clock(240)
+    changed = send(client, system=cached_system(), messages=[{"role": "user", "content": "Something else."}])
+    assert changed.cache_read_input_tokens == SYSTEM_UNIT
+
+
 def _blocks(count: int, marked: int) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = [{"type": "text", "text": f"Block number {n}."} for n in range(count)]
     blocks[marked] = {**blocks[marked], "cache_control": EPHEMERAL}

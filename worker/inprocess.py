@@ -1,5 +1,11 @@
 """A worker inside the current process, for the embedded default: no broker, the same steps as under Celery,
-and the same reconciler, run on a timer instead of Celery beat."""
+and the same reconciler, run on a timer instead of Celery beat.
+
+As under Celery, a step that meets a database outage is tried again with the worker's backoff, at most
+``max_transient_retries`` times, and then left to the reconciler. A step that raises anything else is reported
+(to Sentry, through its scrubbing, and to the log as a scrubbed traceback) and the thread goes on with the next
+step: the job keeps its deadline, and the reconciler queues it again, as it would after a Celery task died.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +16,10 @@ import threading
 import time
 from collections.abc import Callable
 
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
+
 from worker.lease import reconcile
-from worker.outages import DatabaseUnavailable
-from worker.routing import JITTER, backoff_delay
+from worker.outages import DatabaseUnavailable, backoff_wait
 from worker.runner import Enqueue, Services, run_step
 from worker.tracebacks import scrubbed_traceback
 
@@ -24,7 +31,7 @@ class InProcessWorker:
 
     def __init__(self, make_services: Callable[[Enqueue], Services], threads: int = 2) -> None:
         self.services = make_services(self.submit)
-        self._queue: list[tuple[float, int, int, int | None, int]] = []  # (due, order, job id, step, outages)
+        self._queue: list[tuple[float, int, int, int | None]] = []  # (due, order, job id, step)
         self._order = itertools.count()
         self._condition = threading.Condition()
         self._busy = 0
@@ -36,10 +43,10 @@ class InProcessWorker:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, job_id: int, step: int | None = None, delay: float | None = None, outages: int = 0) -> None:
+    def submit(self, job_id: int, step: int | None = None, delay: float | None = None) -> None:
         with self._condition:
             due = time.monotonic() + (delay or 0.0)
-            heapq.heappush(self._queue, (due, next(self._order), job_id, step, outages))
+            heapq.heappush(self._queue, (due, next(self._order), job_id, step))
             self._condition.notify()
 
     def wait_until_idle(self, timeout: float | None = None) -> bool:
@@ -68,17 +75,44 @@ class InProcessWorker:
                     self._condition.wait(wait)
                 if self._stopping:
                     return
-                _, _, job_id, step, outages = heapq.heappop(self._queue)
+                _, _, job_id, step = heapq.heappop(self._queue)
                 self._busy += 1
             try:
-                run_step(job_id, self.services, step=step)
-            except DatabaseUnavailable:
-                if outages < self.services.settings.max_transient_retries:  # then the reconciler's deadline
-                    self.submit(job_id, step, backoff_delay(outages + 1, None, JITTER), outages + 1)
+                self._run(job_id, step)
             finally:
                 with self._condition:
                     self._busy -= 1
                     self._condition.notify_all()
+
+    def _run(self, job_id: int, step: int | None) -> None:
+        """One step, through database outages; whatever else it raises is reported, never the end of the thread."""
+        retrying = Retrying(
+            retry=retry_if_exception_type(DatabaseUnavailable),
+            wait=backoff_wait,
+            stop=stop_after_attempt(self.services.settings.max_transient_retries + 1),
+            sleep=self._sleep,
+            before_sleep=_log_outage_wait,
+            reraise=True,
+        )
+        try:
+            retrying(self._attempt, job_id, step)
+        except DatabaseUnavailable:  # the job keeps its deadline: the reconciler queues it once the database is back
+            logger.warning("job %s: step %s given up while the database is unavailable", job_id, step)
+        except Exception as error:
+            logger.error(
+                "job %s: step %s raised %s; the reconciler will queue it again\n%s",
+                job_id, step, type(error).__name__, scrubbed_traceback(error),
+            )  # fmt: skip
+            self.services.report(error)
+
+    def _attempt(self, job_id: int, step: int | None) -> None:
+        if not self._stopping:  # a worker that stops tries no more: the reconciler resumes the job
+            run_step(job_id, self.services, step=step)
+
+    def _sleep(self, seconds: float) -> None:
+        """tenacity's sleep between tries, cut short when the worker stops."""
+        with self._condition:
+            self._condition.wait_for(lambda: self._stopping, seconds)
 
     def _reconcile(self) -> None:
         settings = self.services.settings
@@ -92,3 +126,11 @@ class InProcessWorker:
                 logger.warning(
                     "reconciler: %s; trying again in a moment\n%s", type(error).__name__, scrubbed_traceback(error)
                 )
+
+
+def _log_outage_wait(retry_state: RetryCallState) -> None:
+    job_id, step = retry_state.args
+    logger.warning(
+        "job %s: step %s waits %.1f s for the database (try %d)",
+        job_id, step, retry_state.upcoming_sleep, retry_state.attempt_number,
+    )  # fmt: skip

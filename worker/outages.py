@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
 import redis
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_before_delay
 
 from models.db import Database
 from worker.routing import JITTER, backoff_delay
@@ -72,17 +72,26 @@ def in_transaction(database: Database, work: Callable[..., T]) -> T:
         raise
 
 
+def backoff_wait(retry_state: RetryCallState) -> float:
+    """tenacity's wait after a failed try: the worker's one backoff (``worker.routing.backoff_delay``), the same
+    as Celery's countdown between deliveries."""
+    return backoff_delay(retry_state.attempt_number, None, JITTER)
+
+
 def surviving_outages(database: Database, work: Callable[..., T], *, seconds: float) -> T:
-    """``work(session)`` in one transaction, tried again with backoff through an outage of up to ``seconds``."""
-    deadline = time.monotonic() + seconds
-    attempt = 0
-    while True:
-        try:
-            return in_transaction(database, work)
-        except DatabaseUnavailable:
-            attempt += 1
-            delay = backoff_delay(attempt, None, JITTER)
-            if time.monotonic() + delay > deadline:
-                raise
-            logger.warning("storing a step waits %.1f s for the database (try %d)", delay, attempt)
-            time.sleep(delay)
+    """``work(session)`` in one transaction, tried again with backoff through an outage of up to ``seconds``: a
+    wait that would end past them is not begun, and the outage is raised instead."""
+    retrying = Retrying(
+        retry=retry_if_exception_type(DatabaseUnavailable),
+        wait=backoff_wait,
+        stop=stop_before_delay(seconds),
+        before_sleep=_log_store_wait,
+        reraise=True,
+    )
+    result: T = retrying(in_transaction, database, work)
+    return result
+
+
+def _log_store_wait(retry_state: RetryCallState) -> None:
+    delay = retry_state.upcoming_sleep
+    logger.warning("storing a step waits %.1f s for the database (try %d)", delay, retry_state.attempt_number)

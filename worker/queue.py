@@ -7,6 +7,7 @@ import threading
 
 from models.settings import get_settings
 from worker.inprocess import InProcessWorker
+from worker.sentry import start_sentry
 from worker.services import make_services
 
 _local: InProcessWorker | None = None
@@ -27,6 +28,7 @@ def local_worker() -> InProcessWorker:
     global _local
     with _lock:
         if _local is None:
+            start_sentry()  # the embedded worker reports as the Celery worker does
             _local = InProcessWorker(make_services)
         return _local
 

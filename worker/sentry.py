@@ -1,4 +1,5 @@
-"""Sentry for the worker: our bugs and the failures the worker decides to report, never the user's text.
+"""Sentry for the service (the Celery worker, the API, the embedded worker): our bugs and the failures the worker
+decides to report, never the user's text.
 
 What an event may carry, and why:
 
@@ -13,7 +14,9 @@ What an event may carry, and why:
 
 The SDK's auto-enabling integrations are off: the Anthropic and OpenAI ones report every failed call, including
 the transient faults the worker retries, and the HTTP and database ones add breadcrumbs carrying URLs and SQL.
-Only Celery's is added back, so that a task that dies outside ``run_step`` is still reported.
+Only Celery's is added back, in the Celery worker, so that a task that dies outside ``run_step`` is still reported.
+The API reports what its handler of unexpected errors catches (``api/errors.py``), the embedded worker a step
+that raised (``worker/inprocess.py``); both start Sentry with ``start_sentry``.
 
 ``before_send`` also drops any event that carries a too-long rejection (raised as TooLong, or as a raw provider
 error that classifies as too long): a too-long request is a limit of the model, not a bug anyone on call can fix.
@@ -32,6 +35,7 @@ from sentry_sdk.integrations.logging import LoggingIntegration
 from sentry_sdk.transport import Transport
 from sentry_sdk.types import Breadcrumb, BreadcrumbHint, Event, Hint
 
+from models.settings import get_settings
 from worker.errors import JobFailed, TooLong, classify
 
 OWN_ERRORS_MODULE = "worker.errors"
@@ -40,9 +44,24 @@ REMOVED = "(message removed: it may quote user text)"
 FRAME_TEXT = ("vars", "pre_context", "context_line", "post_context")
 
 
-def init_sentry(dsn: str | None, *, environment: str | None = None, transport: object | None = None) -> bool:
+def start_sentry() -> bool:
+    """Sentry as the settings say (``PLIMSOLL_SENTRY_DSN``, ``PLIMSOLL_SENTRY_ENVIRONMENT``), for the API and the
+    embedded worker; off without a DSN. A process already reporting to that DSN keeps its client."""
+    settings = get_settings()
+    if not settings.sentry_dsn:
+        return False
+    client = sentry_sdk.get_client()
+    if client.is_active() and client.dsn == settings.sentry_dsn:
+        return True
+    return init_sentry(settings.sentry_dsn, environment=settings.sentry_environment, celery=False)
+
+
+def init_sentry(
+    dsn: str | None, *, environment: str | None = None, transport: object | None = None, celery: bool = True
+) -> bool:
     """Start Sentry reporting. Without a DSN and without a transport it stays off and returns False.
-    ``transport`` (a ``sentry_sdk.transport.Transport`` instance) replaces the network, e.g. in tests."""
+    ``transport`` (a ``sentry_sdk.transport.Transport`` instance) replaces the network, e.g. in tests; ``celery``
+    adds the Celery integration (a Celery worker's process)."""
     if not dsn and transport is None:
         return False
     if transport is not None and not isinstance(transport, Transport):
@@ -55,7 +74,7 @@ def init_sentry(dsn: str | None, *, environment: str | None = None, transport: o
         environment=environment,
         auto_enabling_integrations=False,
         integrations=[
-            CeleryIntegration(),
+            *([CeleryIntegration()] if celery else []),
             LoggingIntegration(level=logging.INFO, event_level=None, sentry_logs_level=None),
         ],
         # send_default_pii is left unset, which is off: sentry-sdk 2.75 warns that it is deprecated, and derives

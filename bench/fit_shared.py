@@ -1,0 +1,52 @@
+"""What the two profile fits share (``bench.fit_profiles`` for the scripts, ``bench.fit_ascii`` for the ASCII
+part): how texts are cut into chunks, the corpus goals both hold, and the data file both write."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from plimsoll.estimate import Profile
+from plimsoll.profiles import FITTED_FILE, profile_data
+
+CHUNK_CHARS = {"corpus": 20_000, "other": 6_000}
+# The corpus goals: every chunk at or above CORPUS_MARGIN x its real count, every corpus file at most FILE_CEILING x.
+CORPUS_MARGIN, FILE_CEILING = 1.01, 1.145
+SCRIPT_MARGIN = 1.2  # other texts, mostly non-ASCII (a script): every chunk at or above this x its real count
+SOFT_PENALTY = 20.0  # the weight of a soft text's shortfall in the fit's objective, where it is not forbidden
+
+PROFILES_FILE = Path(__file__).resolve().parent.parent / "plimsoll" / FITTED_FILE
+GENERATED_BY = (
+    "python -m bench.fit_profiles (the scripts' weights), python -m bench.fit_profiles --scripts --write (raised "
+    "where this machine's message catalogs show them short), then python -m bench.fit_profiles --ascii --write "
+    "(the ASCII part, on agent tool output and real agent runs); see the README's Token estimates section"
+)
+
+
+def chunks_of(text: str, size: int) -> list[str]:
+    pieces, start = [], 0
+    while start < len(text):
+        end = min(len(text), start + size)
+        if end < len(text):
+            newline = text.rfind("\n", start + size // 2, end)
+            end = newline if newline > start else end
+        pieces.append(text[start:end])
+        start = end
+    return [p for p in pieces if p.strip()]
+
+
+def add_output_flags(parser: argparse.ArgumentParser) -> None:
+    """``--write`` and ``--output``, the same for both fits."""
+    parser.add_argument("--write", action="store_true", help=f"write the weights to {PROFILES_FILE.name}")
+    parser.add_argument(
+        "--output", type=Path, default=PROFILES_FILE, help="where --write writes (default: %(default)s)"
+    )
+
+
+def write(profiles: list[Profile], path: Path = PROFILES_FILE) -> None:
+    """Write the fitted profiles as the data file ``plimsoll/profiles.py`` reads."""
+    data = {"generated_by": GENERATED_BY, "profiles": {p.name: profile_data(p) for p in profiles}}
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {path}", file=sys.stderr)
