@@ -163,3 +163,54 @@ def test_the_chaos_figures_in_the_readme_are_the_report_s() -> None:
         ended = figures["last fault → every job ended"]
         assert readme["last fault → every job ended"][run] == ended, run
         assert int(readme["Sentry events"][run]) == sentry_events(figures["Sentry events by kind"]), run
+
+
+def agrees(readme: list[list[str]], report: str, rename: dict[str, str] | None = None) -> bool:
+    """Whether some table of ``report`` holds every row of the README's table, in every column the two share
+    (README headers renamed by ``rename``; at least two shared, so that a match says something)."""
+    header = [(rename or {}).get(cell, cell) for cell in readme[0]]
+    for table in tables(report):
+        shared = [i for i, cell in enumerate(header) if cell in table[0]]
+        if len(shared) < 2:
+            continue
+        at = {i: table[0].index(header[i]) for i in shared}
+        if all(any(all(row[i] == theirs[at[i]] for i in shared) for theirs in table[1:]) for row in readme[1:]):
+            return True
+    return False
+
+
+def test_the_estimator_figures_in_the_readme_are_the_report_s() -> None:
+    report = (RESULTS / "estimator.md").read_text(encoding="utf-8")
+    readme = list(tables(section(README, "Token estimates")))
+    assert len(readme) >= 3
+    for table in readme:
+        assert agrees(table, report, {"file": "text"}), f"not in estimator.md: {table[0]}"
+
+
+def test_the_fleet_figures_in_the_readme_are_the_reports() -> None:
+    reports = "\n".join((RESULTS / name).read_text(encoding="utf-8") for name in ("fleet.md", "fleet_resilience.md"))
+    readme = list(tables(section(README, "A fleet under a provider limit")))
+    assert len(readme) >= 2
+    for table in readme:
+        assert agrees(table, reports), f"not in fleet.md or fleet_resilience.md: {table[0]}"
+
+
+def test_the_compaction_figures_in_the_readme_are_the_report_s() -> None:
+    report = keyed(next(tables((RESULTS / "compaction.md").read_text(encoding="utf-8"))))
+    reported = {(row["workload"], row["policy"]): row for row in report}
+    workload = ""
+    for row in keyed(readme_table("Compaction")):
+        row = {key: value.replace("**", "") for key, value in row.items()}
+        workload = row["workload, budget"].split(" (")[0] or workload
+        theirs = reported[workload, row["policy"]]
+        assert row["status"].split(" (")[0] == theirs["status"], row
+        assert row["documents covered"] == theirs["covered"], row
+        assert row["read again (tokens)"].split(" (")[0] == theirs["read again"], row
+        cost, share = row["input cost (÷ uncached)"].rstrip(")").split(" (")
+        assert cost == theirs["input cost"], row
+        assert share == f"{float(theirs['cost vs uncached'].rstrip('%')):.0f}%", row
+        assert row["compactions"] == theirs["compactions"], row
+        if row["policy"] != "off":
+            assert row["compaction's share of input"] == theirs["compaction share"], row
+        if row["policy"] == "auto":
+            assert row["summary requests read from cache"] == theirs["summary cache reads"], row
