@@ -14,7 +14,6 @@ stating the commit. Goals are marked met / NOT MET by this script.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import tempfile
@@ -34,7 +33,7 @@ from bench import fleet_sleep
 from bench.chaos_services import Processes
 from bench.provenance import header
 from bench.report import table
-from bench.stack import REDIS_URL, fresh_database
+from bench.stack import REDIS_URL, fresh_database, worker_environment
 from demo.chapters import chapters
 from emulator import EmulatorConfig, EmulatorServer
 from models.db import Database
@@ -191,17 +190,8 @@ def workers(
 ) -> Iterator[Any]:
     """``workload.workers`` Celery workers with their own hostnames on ``queue`` (each with a Prometheus folder of
     its own under ``metrics``); yields a function that queues a job's first step there."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "PLIMSOLL_DATABASE_URL": url,
-        "PLIMSOLL_BROKER_URL": REDIS_URL,
-        "PLIMSOLL_QUEUE": "celery",
-        "PLIMSOLL_STEP_QUEUE": queue,
-        "PLIMSOLL_ANTHROPIC_BASE_URL": emulator.base_url,
-        "PLIMSOLL_ANTHROPIC_API_KEY": API_KEY,
-        "PLIMSOLL_ADMISSION": "true" if mode.admission else "false",
-    }
+    env = worker_environment(url, queue, emulator.base_url, API_KEY)
+    env["PLIMSOLL_ADMISSION"] = "true" if mode.admission else "false"
     processes = Processes()
     database = Database(url)
     celery = [sys.executable, "-m", "celery", "-A", "worker.celery_app:app"]

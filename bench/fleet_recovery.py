@@ -31,7 +31,7 @@ from celery import Celery
 from sqlalchemy import select
 
 from bench.chaos_services import Processes
-from bench.stack import REDIS_URL, fresh_database
+from bench.stack import REDIS_URL, fresh_database, worker_environment
 from emulator import EmulatorConfig, EmulatorServer
 from models.db import Database
 from models.documents import add_document
@@ -269,17 +269,7 @@ def fleet(
 ) -> Iterator[tuple[list[Any], list[str]]]:
     """``workers`` Celery workers with their own hostnames on ``queue`` (and a beat of its own, which runs the
     reconciler); yields the workers' processes and their names."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "PLIMSOLL_DATABASE_URL": url,
-        "PLIMSOLL_BROKER_URL": REDIS_URL,
-        "PLIMSOLL_QUEUE": "celery",
-        "PLIMSOLL_STEP_QUEUE": queue,
-        "PLIMSOLL_ANTHROPIC_BASE_URL": emulator.base_url,
-        "PLIMSOLL_ANTHROPIC_API_KEY": API_KEY,
-        **(extra or {}),
-    }
+    env = {**worker_environment(url, queue, emulator.base_url, API_KEY), **(extra or {})}
     group = Processes()
     celery = [sys.executable, "-m", "celery", "-A", "worker.celery_app:app"]
     started, names = [], []

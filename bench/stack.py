@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -110,3 +111,18 @@ def api_server(database_url: str) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=10)
         database.dispose()
+
+
+def worker_environment(url: str, queue: str, emulator_url: str, api_key: str) -> dict[str, str]:
+    """The environment of a Celery worker process of the real stack: this process's own, with the database
+    ``url``, the broker, the step ``queue`` and the emulator (speaking Anthropic's API) as the provider."""
+    return {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+        "PLIMSOLL_DATABASE_URL": url,
+        "PLIMSOLL_BROKER_URL": REDIS_URL,
+        "PLIMSOLL_QUEUE": "celery",
+        "PLIMSOLL_STEP_QUEUE": queue,
+        "PLIMSOLL_ANTHROPIC_BASE_URL": emulator_url,
+        "PLIMSOLL_ANTHROPIC_API_KEY": api_key,
+    }
