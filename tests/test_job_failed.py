@@ -62,3 +62,29 @@ def test_the_step_that_fails_its_job_raises_job_failed_after_it_committed(
     again = run_step_task.apply(args=(job_id, 1))  # a late duplicate delivery finds the job ended: no new failure
     assert again.state == "SUCCESS"
     assert again.result["action"] == "skipped"
+
+
+def test_a_step_that_raises_a_defect_fails_its_job_with_one_event_and_no_text_of_it(
+    database: Database, worker_environment: dict[str, str], sentry_events: list[dict[str, Any]]
+) -> None:
+    """Delivered again, a step that raises what nothing expects would raise again at every deadline: the job
+    fails at once, naming the error's type, and Sentry gets that one event, without the job's text."""
+    from worker.tasks import run_step_task
+
+    marker = f"PROVIDER-{uuid.uuid4().hex[:8]}"  # a job whose provider no adapter serves: the step raises
+    with database.session() as session:
+        tenant, _ = create_tenant(session, name=f"defect-{uuid.uuid4().hex[:8]}")
+        job = create_job(session, tenant_id=tenant.id, instruction="Say hi.")
+        job.provider = marker
+        job_id = job.id
+
+    result = run_step_task.apply(args=(job_id, 0))
+
+    assert result.state == "FAILURE" and isinstance(result.result, JobFailed)
+    with database.session() as session:
+        stored = session.get_one(Job, job_id)
+        assert stored.status == JobStatus.FAILED
+        assert stored.error == "an internal error (ValueError) stopped the job at step 1; it was reported"
+    assert [event["exception"]["values"][-1]["type"] for event in sentry_events] == ["ValueError"]
+    assert marker not in repr(sentry_events)
+    assert run_step_task.apply(args=(job_id, 0)).result["action"] == "skipped"  # delivered again: nothing more

@@ -73,8 +73,8 @@ def test_the_embedded_queue_starts_sentry_from_the_settings(sink: SentrySink) ->
 def test_the_embedded_worker_reports_a_step_that_raised_and_goes_on(
     database: Database, emulator_reset: EmulatorServer, sentry_events: list[dict[str, Any]]
 ) -> None:
-    """One step raises (a job whose provider no adapter serves); the one thread that runs steps reports it,
-    without the job's text, and then runs the next job to its end."""
+    """One step raises (a job whose provider no adapter serves); the one thread that runs steps fails its job and
+    reports it once, without the job's text, and then runs the next job to its end."""
     with database.session() as session:
         tenant, _ = create_tenant(session, name=f"tenant-{uuid.uuid4().hex[:8]}")
         broken = create_job(session, tenant_id=tenant.id, instruction=f"Say hi. {INSTRUCTION_MARKER}")
@@ -92,7 +92,9 @@ def test_the_embedded_worker_reports_a_step_that_raised_and_goes_on(
         worker.stop()
     with database.session() as session:
         assert session.get_one(Job, sound_id).status == JobStatus.SUCCEEDED
-        assert session.get_one(Job, broken_id).status == JobStatus.QUEUED  # for the reconciler, as under Celery
+        broken = session.get_one(Job, broken_id)
+        assert broken.status == JobStatus.FAILED  # as under Celery: delivered again, it would raise again
+        assert broken.error == "an internal error (ValueError) stopped the job at step 1; it was reported"
     sentry_sdk.flush()
     [event] = sentry_events
     assert event["exception"]["values"][-1]["type"] == "ValueError"

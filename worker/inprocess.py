@@ -2,9 +2,9 @@
 and the same reconciler, run on a timer instead of Celery beat.
 
 As under Celery, a step that meets a database outage is tried again with the worker's backoff, at most
-``max_transient_retries`` times, and then left to the reconciler. A step that raises anything else is reported
-(to Sentry, through its scrubbing, and to the log as a scrubbed traceback) and the thread goes on with the next
-step: the job keeps its deadline, and the reconciler queues it again, as it would after a Celery task died.
+``max_transient_retries`` times, and then left to the reconciler. A step that raises anything else (a defect) fails
+its job, as under Celery (``worker.runner.fail_after_internal_error``): one event to Sentry, through its scrubbing,
+a scrubbed traceback in the log, and the thread goes on with the next step.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 
 from worker.lease import reconcile
 from worker.outages import DatabaseUnavailable, backoff_wait
-from worker.runner import Enqueue, Services, run_step
+from worker.runner import Enqueue, Services, fail_after_internal_error, run_step
 from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)
@@ -98,12 +98,15 @@ class InProcessWorker:
             retrying(self._attempt, job_id, step)
         except DatabaseUnavailable:  # the job keeps its deadline: the reconciler queues it once the database is back
             logger.warning("job %s: step %s given up while the database is unavailable", job_id, step)
-        except Exception as error:
+        except Exception as error:  # a defect: the job fails with one event, and this thread takes the next step
             logger.error(
-                "job %s: step %s raised %s; the reconciler will queue it again\n%s",
+                "job %s: step %s raised %s; the job fails\n%s",
                 job_id, step, type(error).__name__, scrubbed_traceback(error),
             )  # fmt: skip
-            self.services.report(error)
+            try:
+                fail_after_internal_error(job_id, step, error, self.services)
+            except Exception as failure:  # the database went too: the job keeps its deadline for the reconciler
+                logger.warning("job %s: not failed (%s)", job_id, type(failure).__name__)
 
     def _attempt(self, job_id: int, step: int | None) -> None:
         if not self._stopping:  # a worker that stops tries no more: the reconciler resumes the job

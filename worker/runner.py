@@ -196,6 +196,23 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
     return _after_commit(stored, services)
 
 
+def fail_after_internal_error(job_id: int, step: int | None, error: Exception, services: Services) -> Outcome:
+    """A step raised what nothing here expects: a defect, not a fault of the provider or the database (those have
+    their own handling). Delivered again it would raise again at every deadline, so the job fails at once, naming
+    the error's type but never its text, its main job is woken, and the error is reported once."""
+    services.report(error)
+
+    def end(session: Session) -> _Done | Outcome:
+        job = session.get(Job, job_id, with_for_update=True)
+        if job is None or job.status.finished or (step is not None and job.step != step):
+            return Outcome(job_id, "skipped", job.step if job else 0, job.status if job else "missing")
+        why = f"an internal error ({type(error).__name__}) stopped the job at step {job.step + 1}; it was reported"
+        end_job(job, JobStatus.FAILED, error=why)
+        return _Done(Outcome(job.id, "finished", job.step, job.status), _wake_parent(session, job))
+
+    return _after_commit(_store_surviving_outages(services, end), services)
+
+
 def _send(prepared: _Prepared, job_id: int, owner: str, services: Services) -> Reply | ProviderError:
     """The model's reply to the prepared request, or how the request failed; the job's lease is kept alive."""
     try:

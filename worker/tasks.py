@@ -20,7 +20,7 @@ from worker.lease import reconcile
 from worker.metrics import REQUEUED, STEPS
 from worker.outages import DatabaseUnavailable, first_report_of_outage, is_outage, outage_over
 from worker.routing import JITTER, backoff_delay
-from worker.runner import Services, run_step
+from worker.runner import Services, fail_after_internal_error, run_step
 from worker.sentry import init_sentry
 from worker.services import make_services, shared_redis
 
@@ -106,6 +106,10 @@ def run_step_task(self: Task, job_id: int, step: int | None = None) -> dict[str,
             logger.warning("job %s: step %s given up while the database is unavailable (reported once)", job_id, step)
             return {"job_id": job_id, "step": step, "status": "database unavailable"}
         raise self.retry(exc=outage, countdown=backoff_delay(tries, None, JITTER)) from None
+    except Exception as error:
+        if is_outage(error):
+            raise
+        outcome = fail_after_internal_error(job_id, step, error, _services())
     STEPS.labels(outcome.action).inc()
     if outcome.action == "finished" and outcome.status == JobStatus.FAILED:
         raise JobFailed(outcome.job_id, outcome.step, outcome.stage, _why_failed(outcome.job_id))
