@@ -5,7 +5,6 @@ watch --json, steps, messages, jobs --subagents and cancel all end without a tra
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from cli.main import app as cli
 from demo.chapters import chapters
 from models.db import Database
 from models.tenants import create_tenant
+from tests.support import wait_until
 
 pytestmark = pytest.mark.usefixtures("celery_worker", "emulator_reset")
 
@@ -82,10 +82,7 @@ def test_cancelling_a_job_with_subagents_says_it_was_cancelled(stack: tuple[str,
     job_id = int(submitted.stdout)
     url, key = stack
     with PlimsollClient(url, key) as client:
-        deadline = time.monotonic() + 60
-        while not client.job(job_id).children:
-            assert time.monotonic() < deadline, "no subagent started"
-            time.sleep(0.05)
+        wait_until(lambda: client.job(job_id).children, 60, "a subagent started", every=0.05)
 
     cancelled = run(stack, "cancel", str(job_id), "--json")
     assert cancelled.exit_code == 0, cancelled.output

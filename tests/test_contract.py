@@ -6,7 +6,6 @@ matches the response schema the API publishes in its OpenAPI document."""
 from __future__ import annotations
 
 import re
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from demo.chapters import chapters
 from emulator import EmulatorServer
 from models.db import Database
 from models.tenants import create_tenant
+from tests.support import wait_until
 from tests.support_worker import wait_for
 
 pytestmark = pytest.mark.usefixtures("celery_worker")
@@ -132,8 +132,13 @@ def make_every_shape(contract: Contract, database: Database, emulator: EmulatorS
     # The step limit holds for each subagent: four steps do not read a group of ten chapters.
     jobs["incomplete"] = submit(english(20, 600, "incomplete"), max_steps=4)
     jobs["cancelled"] = submit(english(12, 600, "cancel"))
-    while not contract.client.job(jobs["cancelled"]).children:  # cancelled once it has subagents
-        time.sleep(0.02)
+    # cancelled once it has subagents
+    wait_until(
+        lambda: contract.client.job(jobs["cancelled"]).children,
+        120,
+        "the job to be cancelled has subagents",
+        every=0.02,
+    )
     contract.read(lambda: contract.client.cancel(jobs["cancelled"]))
     for shape, job_id in jobs.items():
         assert wait_for(database, job_id).status == ENDS_AS.get(shape, shape), shape

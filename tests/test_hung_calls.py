@@ -67,7 +67,7 @@ def test_the_lease_is_not_renewed_past_the_calls_deadline(database: Database) ->
     with database.session() as session:
         session.get_one(Job, job_id).lease_owner = owner
     with Heartbeat(database, job_id, owner, seconds=3.0, for_seconds=1.5) as heartbeat:
-        time.sleep(1.2)
+        time.sleep(1.2)  # the scenario: the call outlives its deadline (1.5 s) while the lease (3 s) would last
         assert heartbeat._thread.is_alive()
         time.sleep(1.5)  # the deadline passed at 1.5 s; the next beat, at 2 s, is not sent
         assert not heartbeat._thread.is_alive()
