@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.constants import MAX_ID
 from models.options import JobOptions
-from models.statuses import JobStatus
+from models.statuses import JobStatus, Strategy
 
 T = TypeVar("T")
 
@@ -193,7 +193,7 @@ class JobView(BaseModel):
     budget: int
     hard_limit: int
     locale: str
-    strategy: str
+    strategy: Strategy
     safety_net: bool
     compaction: str | None = Field(
         default=None, description="auto, off or summarize_all; null only from a server older than this field"

@@ -36,13 +36,13 @@ from models.db import Database
 from models.history import documents_read
 from models.options import JobOptions
 from models.prices import FIVE_MINUTES
-from models.tables import Job, JobStatus, Step
+from models.tables import Job, JobStatus, Step, Strategy
 from models.tenants import create_tenant
 from plimsoll import estimate_tokens
 from vocab import load_encoding
 
 RESULTS = Path(__file__).resolve().parent / "results"
-CONFIGURATIONS = ("legacy", "original", "unbatched", "plimsoll")
+CONFIGURATIONS = (Strategy.LEGACY, Strategy.ORIGINAL, Strategy.UNBATCHED, Strategy.PLIMSOLL)
 PUBLISHED = {"chars / 4": 25_023, "by-script rule": 43_423, "measured": 44_600}
 # The real size of a rejected request, from the provider's message ("prompt is too long: 1004321 tokens > ..."
 # or "input length and `max_tokens` exceed context limit: 998765 + 4096 > ...").
@@ -180,7 +180,7 @@ def subagent_of(session: Any, job: Job, texts: dict[str, str]) -> Subagent:
 
 
 def eight_subagents(
-    stack: Stack, scale: Scale, configurations: tuple[str, ...] = CONFIGURATIONS
+    stack: Stack, scale: Scale, configurations: tuple[Strategy, ...] = CONFIGURATIONS
 ) -> list[Configuration]:
     """Failure 1 and the cost of clearing without batches: a main job hands each subagent its chapters."""
     texts = russian_chapters(scale.subagents * scale.chapters_per_subagent, scale.chapter_chars)
@@ -378,7 +378,7 @@ def plot(results: list[Configuration], scale: Scale) -> None:
 
     figure, axis = plt.subplots(figsize=(6, 3.6))
     for configuration in results:
-        if configuration.name not in ("unbatched", "plimsoll"):
+        if configuration.name not in (Strategy.UNBATCHED, Strategy.PLIMSOLL):
             continue
         paid = _cumulative_cost(configuration)
         axis.plot(range(1, len(paid) + 1), paid, label=f"{configuration.name}")
@@ -427,7 +427,7 @@ def _cumulative_cost(configuration: Configuration) -> list[float]:
 
 
 def run(
-    stack: Stack, scale: Scale, *, configurations: tuple[str, ...] = CONFIGURATIONS, report: bool = True
+    stack: Stack, scale: Scale, *, configurations: tuple[Strategy, ...] = CONFIGURATIONS, report: bool = True
 ) -> tuple[list[Configuration], list[AnxiousRun]]:
     started = time.monotonic()
     results = eight_subagents(stack, scale, configurations)

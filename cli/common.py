@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from api.constants import DEFAULT_API_URL, MAX_ID, MAX_LIMIT
+from models.statuses import REPRODUCTIONS, Strategy
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -92,6 +93,13 @@ def job_options(flags: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in flags.items() if name in JobOptions.model_fields and value is not None}
 
 
+ChosenStrategy = Annotated[  # any text: an unknown strategy is the API's to refuse, in its own words
+    str,
+    typer.Option(
+        help=f"How the job fits its requests: {Strategy.PLIMSOLL}, or {' / '.join(REPRODUCTIONS)} to reproduce "
+        "the old failures."
+    ),
+]
 AllowRetiredModel = Annotated[
     bool, typer.Option("--allow-retired-model", help="Run on a retired model anyway (the provider may refuse it).")
 ]

@@ -11,6 +11,7 @@ from cli.common import (
     AllowRetiredModel,
     ApiKey,
     ApiUrl,
+    ChosenStrategy,
     Interval,
     JobId,
     Json,
@@ -21,6 +22,7 @@ from cli.common import (
     usage_error,
 )
 from cli.jobs import follow
+from models.statuses import Strategy
 
 app = typer.Typer()
 
@@ -32,7 +34,7 @@ def continue_job(
     api_key: ApiKey = "",
     model: Annotated[str | None, typer.Option(help="A model of the catalogue (default: the old job's).")] = None,
     budget: Annotated[int | None, typer.Option(help="Input tokens per request (default: the old job's).")] = None,
-    strategy: Annotated[str, typer.Option(help="How the new job fits its requests.")] = "plimsoll",
+    strategy: ChosenStrategy = Strategy.PLIMSOLL,
     allow_retired_model: AllowRetiredModel = False,
     wait: Annotated[bool, typer.Option("--wait", help="Watch the new job until it finishes.")] = False,
     interval: Interval = 1.0,

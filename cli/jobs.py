@@ -16,6 +16,7 @@ from cli.common import (
     AllowRetiredModel,
     ApiKey,
     ApiUrl,
+    ChosenStrategy,
     Interval,
     JobId,
     Json,
@@ -30,7 +31,7 @@ from cli.common import (
     table,
     usage_error,
 )
-from models.statuses import JobStatus
+from models.statuses import JobStatus, Strategy
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -63,9 +64,7 @@ def submit(
     locale: Annotated[
         str | None, typer.Option(help="The language of the notices, e.g. en or cs (default: the server's).")
     ] = None,
-    strategy: Annotated[
-        str, typer.Option(help="plimsoll, or original / legacy / unbatched to reproduce the old failures.")
-    ] = "plimsoll",
+    strategy: ChosenStrategy = Strategy.PLIMSOLL,
     safety_net: Annotated[
         bool, typer.Option("--safety-net/--no-safety-net", help="Tell the agent that old tool results are cleared.")
     ] = True,

@@ -14,6 +14,7 @@ from emulator.conversation import RequestError
 from emulator.counting import compact_json
 from emulator.faults import FAULT_HEADER
 from emulator.ids import openai_call_id, openai_completion_id, request_digest, request_id
+from emulator.openai_request import UNPARSABLE
 from emulator.reply import written_reply
 from emulator.serving import (
     DroppedConnectionResponse,
@@ -62,7 +63,7 @@ async def create_chat_completion(request: Request) -> Response:
         raw = await read_json(request)
         conversation = openai_wire.parse_request(raw)
     except InvalidBody:
-        return _invalid(state, RequestError("We could not parse the JSON body of your request."), headers)
+        return _invalid(state, RequestError(UNPARSABLE), headers)
     except RequestError as exc:
         return _invalid(state, exc, headers)
 

@@ -14,13 +14,14 @@ from models.documents import documents_of
 from models.errors import InvalidInput, NotFound
 from models.history import append_messages
 from models.model_facts import learned_limits, model_calibration
-from models.options import STRATEGIES, JobOptions
+from models.options import JobOptions
 from models.settings import get_settings
+from models.statuses import CALIBRATED, Strategy
 from models.tables import Job, JobDocument, JobKind, JobStatus, Step, now
 from plimsoll.compaction import POLICIES
 
-CALIBRATED = ("plimsoll", "unbatched")  # the reproductions of the published failures run uncorrected
 COMPACTION = "auto"  # the default: see bench/results/compaction.md
+_PROFILES = {Strategy.ORIGINAL: "simple", Strategy.LEGACY: "chars4"}  # the reproductions count as they did
 
 
 def opening_message(instruction: str, names: Sequence[str]) -> dict[str, Any]:
@@ -48,7 +49,6 @@ def create_job(
     (no id taken from the sequence). A new main job on a retired model is refused unless the options allow it; a
     subagent follows its main job."""
     options = options or JobOptions()
-    strategy = options.strategy
     settings = get_settings()
     if not instruction.strip():
         raise InvalidInput("the instruction is empty")
@@ -60,8 +60,10 @@ def create_job(
         raise InvalidInput(f"a job may read at most {settings.max_documents_per_job} documents")
     if len(set(document_ids)) != len(document_ids):
         raise InvalidInput("a document is listed twice")
-    if strategy not in STRATEGIES:
-        raise InvalidInput(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+    try:
+        strategy = Strategy(options.strategy)
+    except ValueError:
+        raise InvalidInput(f"unknown strategy {options.strategy!r}; known: {', '.join(Strategy)}") from None
     compaction = COMPACTION if options.compaction is None else options.compaction
     if compaction not in POLICIES:
         raise InvalidInput(f"unknown compaction {compaction!r}; known: {', '.join(POLICIES)}")
@@ -100,7 +102,7 @@ def create_job(
         instruction=instruction,
         model=spec.name,
         provider=spec.provider,
-        profile={"original": "simple", "legacy": "chars4"}.get(strategy, spec.profile),
+        profile=_PROFILES.get(strategy, spec.profile),
         budget=budget,
         hard_limit=spec.context_limit,
         max_output_tokens=spec.max_output_tokens,

@@ -12,13 +12,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from models.integers import MAX_INT
+from models.statuses import REPRODUCTIONS, Strategy
 from plimsoll.notices import check_locale
 
 if TYPE_CHECKING:
     from models.tables import Job
-
-STRATEGIES = ("plimsoll", "original", "legacy", "unbatched")
-DEFAULT_STRATEGY = "plimsoll"
 
 
 class JobOptions(BaseModel):
@@ -40,9 +38,9 @@ class JobOptions(BaseModel):
         examples=["en", "cs-CZ"],
         description="the language of the notices: en or cs, a region may follow; default from the settings",
     )
-    strategy: str = Field(
-        default=DEFAULT_STRATEGY,
-        description="plimsoll, or original / legacy / unbatched to reproduce old failures",
+    strategy: str = Field(  # not a Strategy: an unknown one is create_job's to refuse, in its own words
+        default=Strategy.PLIMSOLL,
+        description=f"{Strategy.PLIMSOLL}, or {' / '.join(REPRODUCTIONS)} to reproduce old failures",
     )
     safety_net: bool = Field(default=True, description="tell the agent that old tool results are cleared")
     compaction: str | None = Field(

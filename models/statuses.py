@@ -1,4 +1,5 @@
-"""A job's statuses and kinds, in a module that imports no database library (the command line lists them)."""
+"""A job's statuses, kinds and strategies, in a module that imports no database library (the command line
+lists them)."""
 
 from __future__ import annotations
 
@@ -26,3 +27,17 @@ UNFINISHED = (JobStatus.QUEUED, JobStatus.RUNNING)
 class JobKind(enum.StrEnum):
     MAIN = "main"
     SUBAGENT = "subagent"
+
+
+class Strategy(enum.StrEnum):
+    """How a job fits its requests: Plimsoll's way, or one of the published failures, reproduced."""
+
+    PLIMSOLL = "plimsoll"  # the three stages, the model's profile, calibration, clearing where the cache is cheapest
+    ORIGINAL = "original"  # the three stages, the simple by-script rule, no calibration
+    LEGACY = "legacy"  # cut only at user messages, characters / 4 (worker/legacy.py)
+    UNBATCHED = "unbatched"  # Plimsoll clearing one result at a time, which breaks the prompt cache at every call
+
+
+CALIBRATED = (Strategy.PLIMSOLL, Strategy.UNBATCHED)
+"""The strategies that learn the model's real count; the reproductions of the published failures run uncorrected."""
+REPRODUCTIONS = tuple(strategy for strategy in Strategy if strategy is not Strategy.PLIMSOLL)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import enum
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from sqlalchemy import (
     JSON,
@@ -24,22 +25,30 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from models.statuses import JobKind as JobKind
 from models.statuses import JobStatus as JobStatus
+from models.statuses import Strategy as Strategy
+
+AnEnum = TypeVar("AnEnum", bound=enum.StrEnum)
 
 Json = JSON().with_variant(JSONB(), "postgresql")
 Id = BigInteger().with_variant(Integer(), "sqlite")  # SQLite autoincrements only INTEGER primary keys
 
 
-class StatusColumn(TypeDecorator[JobStatus]):
-    """A job's status, stored as its text (a VARCHAR, as the migrations made it) and read back as a JobStatus."""
+class TextEnum(TypeDecorator[AnEnum]):
+    """An enum (a job's status, its strategy) stored as its text, a VARCHAR as the migrations made it, and read back
+    as the enum."""
 
-    impl = String(20)
+    impl = String
     cache_ok = True
 
-    def process_bind_param(self, value: JobStatus | None, dialect: Dialect) -> str | None:
-        return None if value is None else JobStatus(value).value
+    def __init__(self, kind: type[AnEnum], length: int) -> None:
+        super().__init__(length)
+        self.kind = kind
 
-    def process_result_value(self, value: str | None, dialect: Dialect) -> JobStatus | None:
-        return None if value is None else JobStatus(value)
+    def process_bind_param(self, value: AnEnum | None, dialect: Dialect) -> str | None:
+        return None if value is None else self.kind(value).value
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> AnEnum | None:
+        return None if value is None else self.kind(value)
 
 
 def now() -> datetime:
@@ -112,16 +121,13 @@ class Job(Base):
     hard_limit: Mapped[int] = mapped_column(Integer)  # the model's context limit
     max_output_tokens: Mapped[int] = mapped_column(Integer)
     locale: Mapped[str] = mapped_column(String(16), default="en")
-    # How requests are fitted: "plimsoll" (the three stages, the model's profile, calibration), or, to
-    # reproduce the published failures, "original" (the three stages, the simple by-script rule, no calibration),
-    # "legacy" (cut only at user messages, characters / 4) and "unbatched" (Plimsoll clearing one result at a
-    # time, which breaks the prompt cache at every call).
-    strategy: Mapped[str] = mapped_column(String(16), default="plimsoll")
+    # How requests are fitted: Plimsoll's way, or one of the published failures reproduced (see Strategy).
+    strategy: Mapped[Strategy] = mapped_column(TextEnum(Strategy, 16), default=Strategy.PLIMSOLL)
     safety_net: Mapped[bool] = mapped_column(default=True)  # tell the agent that old results are cleared
     # What stages 2 and 3 would drop is summarized first ("auto"), or not ("off"); "summarize_all" is the
     # summarize-everything baseline of the benchmark (plimsoll.compaction).
     compaction: Mapped[str] = mapped_column(String(16), default="auto")
-    status: Mapped[JobStatus] = mapped_column(StatusColumn(), default=JobStatus.QUEUED, index=True)
+    status: Mapped[JobStatus] = mapped_column(TextEnum(JobStatus, 20), default=JobStatus.QUEUED, index=True)
     step: Mapped[int] = mapped_column(Integer, default=0)  # steps completed
     final_answer: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)

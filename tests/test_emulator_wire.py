@@ -140,6 +140,17 @@ def _chat(server: EmulatorServer, body: dict[str, Any]) -> httpx.Response:
             "messages with role 'tool' must be a response to a preceeding message with 'tool_calls'",
             "messages.[1].role",
         ),
+        (
+            [{"role": "bot", "content": "go"}],
+            "Invalid value: 'bot'. Supported values are: 'system'",
+            "messages[0].role",
+        ),
+        ([{"role": "user", "content": 5}], "Invalid type for 'messages[0].content'", "messages[0].content"),
+        (
+            [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
+            "Invalid value: 'image_url'. Supported values are: 'text'.",
+            "messages[0].content[0].type",
+        ),
     ],
 )
 def test_malformed_openai_requests_get_invalid_request_errors(
@@ -151,6 +162,15 @@ def test_malformed_openai_requests_get_invalid_request_errors(
     assert error["type"] == "invalid_request_error"
     assert message in error["message"]
     assert error["param"] == param
+
+
+def test_the_openai_sdk_reads_a_malformed_request_error(emulator_reset: EmulatorServer) -> None:
+    client = openai.OpenAI(api_key="k", base_url=emulator_reset.openai_base_url, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], max_completion_tokens=0)
+    assert caught.value.param == "max_completion_tokens"
+    assert caught.value.type == "invalid_request_error"
+    assert "integer below minimum value. Expected a value >= 1, but got 0 instead." in caught.value.message
 
 
 def test_unknown_settings_are_refused_by_the_admin_api(emulator_reset: EmulatorServer) -> None:

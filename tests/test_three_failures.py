@@ -9,6 +9,7 @@ from bench.stack import api_server
 from bench.three_failures import Scale, Stack, run
 from emulator import EmulatorServer
 from models.db import Database
+from models.statuses import Strategy
 from models.tenants import create_tenant
 
 # The write-up's figures divided by 20 (limit 50,000, budget 20,000, chapters of ~2,200 tokens), 2 subagents.
@@ -22,7 +23,10 @@ def test_legacy_subagents_outgrow_the_model_and_plimsoll_ones_finish_and_the_saf
         _, key = create_tenant(session, name="three-failures-test")
     with api_server(database_url) as api_url:
         results, anxious = run(
-            Stack(database, api_url, emulator_reset, key), SCALE, configurations=("legacy", "plimsoll"), report=False
+            Stack(database, api_url, emulator_reset, key),
+            SCALE,
+            configurations=(Strategy.LEGACY, Strategy.PLIMSOLL),
+            report=False,
         )
     legacy, plimsoll = results
 

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from models.history import message_bodies
 from models.jobs import last_step
-from models.tables import Job, Step, now
+from models.tables import Job, Step, Strategy, now
 from models.tables import Summary as SummaryRow
 from plimsoll import Outline, Plan, bodies_needed, build_request
 from plimsoll.compaction import (
@@ -82,7 +82,7 @@ def compose(
     due = None
     last = last_step(session, job.id)
     refused = last is not None and last.stage == "compaction" and last.reported_input_tokens is None
-    if job.strategy == "plimsoll" and not refused:  # after a summary request refused as too long: not now
+    if job.strategy == Strategy.PLIMSOLL and not refused:  # after a summary request refused as too long: not now
         due = plan_compaction(
             every,
             budget,

@@ -27,11 +27,12 @@ from sqlalchemy.orm import Session
 from models.catalogue import MIN_BUDGET
 from models.db import Database
 from models.history import append_messages, message_bodies, message_index
-from models.jobs import CALIBRATED, children_of, create_job, end_job, last_step
+from models.jobs import children_of, create_job, end_job, last_step
 from models.model_facts import learned_limits, observe_model
 from models.options import JobOptions
 from models.settings import Settings
-from models.tables import Job, JobKind, JobStatus, Message, Notice, Step, now
+from models.statuses import CALIBRATED
+from models.tables import Job, JobKind, JobStatus, Message, Notice, Step, Strategy, now
 from plimsoll import (
     CacheView,
     Calibrator,
@@ -116,7 +117,7 @@ class _Prepared:
     """A step's request, decided in the first transaction and sent outside of any."""
 
     step: int
-    strategy: str
+    strategy: Strategy
     provider: Provider
     provider_name: str
     model: str
@@ -518,12 +519,12 @@ def _plan(
     """What the next request sends, and where the provider's cache breakpoints go (empty: the adapter's own).
     Plimsoll's strategy clears where the prompt cache makes it cheapest, from what it knows of the previous
     request; the reproductions of the published failures fit as they did."""
-    if job.strategy == "legacy":
+    if job.strategy == Strategy.LEGACY:
         return legacy_plan(every, budget, profile=job.profile, overhead=overhead), ()
-    if job.strategy == "plimsoll":
+    if job.strategy == Strategy.PLIMSOLL:
         cached = plan_cached(every, budget, profile=job.profile, overhead=overhead, cache=cache)
         return cached.plan, cached.breakpoints
-    batching: Batching = "one" if job.strategy == "unbatched" else "four"
+    batching: Batching = "one" if job.strategy == Strategy.UNBATCHED else "four"
     return plan(every, budget, profile=job.profile, overhead=overhead, batching=batching), ()
 
 
