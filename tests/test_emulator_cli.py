@@ -60,6 +60,14 @@ def test_a_bad_tokenizer_is_a_usage_error() -> None:
     assert "gpt2: no such tokenizer file" in result.stderr
 
 
+def test_a_setting_out_of_range_is_a_usage_error_naming_it() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "emulator", "--fault-kinds", "429,x"], cwd=REPOSITORY, capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert "faults.kinds.1: Input should be '429', '529', '500', 'drop' or 'hang'" in result.stderr
+
+
 def test_unknown_paths_get_json_errors(emulator: EmulatorServer) -> None:
     missing = httpx.get(f"{emulator.base_url}/v1/files/none")
     assert missing.status_code == 404

@@ -178,7 +178,7 @@ def test_unknown_settings_are_refused_by_the_admin_api(emulator_reset: EmulatorS
         emulator_reset.configure(colour="blue")
     with pytest.raises(ValueError, match=r"faults\.rate"):
         emulator_reset.configure(faults={"rate": 2})
-    with pytest.raises(ValueError, match="limit must be of type int"):
+    with pytest.raises(ValueError, match="limit: Input should be a valid integer, not str"):
         emulator_reset.configure(limit="big")
 
 
