@@ -108,8 +108,7 @@ def _kill(run: KillRun, emulator: EmulatorServer, database: Database, url: str) 
         for job_id in ids:
             app.send_task(STEP_TASK, (job_id, 0), queue=queue)
         victim, victim_name = processes[0], names[0]
-        held = _held_when_busy(app, victim_name, time.monotonic() + run.timeout_seconds)
-        owners = _owners(database, held)
+        owners = _held_when_busy(app, database, victim_name, time.monotonic() + run.timeout_seconds)
         # A job it had taken but not claimed yet (its lease has no owner) is a step message lost with the worker:
         # the reconciler queues it again on the step queue, behind the backlog (reported, not timed here).
         unclaimed = sorted(job for job, (owner, _) in owners.items() if owner is None)
@@ -159,13 +158,15 @@ def sender(queue: str) -> Celery:
     return make_celery(Settings(broker_url=REDIS_URL, step_queue=queue))
 
 
-def _held_when_busy(app: Any, name: str, deadline: float) -> list[int]:
-    """The jobs whose steps the worker ``name`` is running, once it runs any."""
+def _held_when_busy(app: Any, database: Database, name: str, deadline: float) -> dict[int, tuple[str | None, int]]:
+    """The jobs whose steps the worker ``name`` is running, with their lease owners and steps, once it has claimed
+    one of them (a step it has taken but not claimed yet is not running: on a busy machine that takes a while)."""
     while time.monotonic() < deadline:
         active = (app.control.inspect(destination=[name], timeout=2.0).active() or {}).get(name) or []
         jobs = [job for job in (_job_of(task) for task in active) if job is not None]
-        if jobs:
-            return jobs
+        owners = _owners(database, jobs)
+        if any(owner is not None for owner, _ in owners.values()):
+            return owners
         time.sleep(0.2)
     raise TimeoutError(f"{name} never held a job")
 
