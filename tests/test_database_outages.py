@@ -17,7 +17,7 @@ from models.settings import Settings
 from tests.fixtures_emulator import TEST_API_KEY
 from tests.support_worker import Held, in_thread, new_job, services
 from tests.tcp_proxy import CuttableProxy
-from worker.outages import DatabaseUnavailable, first_report_of_outage, outage_over
+from worker.outages import DatabaseUnavailable, first_report_of_outage, gives_up_on_outage, outage_over
 from worker.providers import AnthropicProvider
 from worker.runner import run_step
 
@@ -69,3 +69,14 @@ def test_a_paid_reply_dropped_after_the_wait_is_logged_with_its_usage(
     dropped = [r.getMessage() for r in caplog.records if "a paid reply to step 0 was dropped" in r.getMessage()]
     assert len(dropped) == 1 and "output" in dropped[0] and "input" in dropped[0]
     assert "Alpha" not in dropped[0]  # usage only, never user text
+
+
+def test_a_delivery_waits_out_a_short_outage_however_its_retries_fall() -> None:
+    """It gives up (and the outage may be reported) only once it has tried its retries and the outage has lasted
+    the store wait (120 s by default) since it met it: a restart of a few seconds is never an event, even when
+    the jittered backoff spends every retry within it."""
+    settings = Settings()
+    retries, wait = settings.max_transient_retries, settings.store_retry_seconds
+    assert not gives_up_on_outage(retries + 1, 13.0, settings)  # the chaos run's 13 s restart, retries spent
+    assert not gives_up_on_outage(retries, wait + 1, settings)  # a long outage, retries left
+    assert gives_up_on_outage(retries + 1, wait, settings)

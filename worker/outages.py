@@ -18,6 +18,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_before_delay
 
 from models.db import Database
+from models.settings import Settings
 from worker.routing import JITTER, backoff_delay
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,13 @@ class DatabaseUnavailable(Exception):
 
 OUTAGE_KEY = "plimsoll:outage:database"
 OUTAGE_KEY_SECONDS = 24 * 3600  # an outage nobody saw end is taken as over after this long
+
+
+def gives_up_on_outage(tries: int, seconds_since_first: float, settings: Settings) -> bool:
+    """Whether a delivery stops retrying through a database outage: only once it has tried
+    ``max_transient_retries`` times and the outage has lasted ``store_retry_seconds`` since it first met it. A
+    short outage (a restart, a failover) is waited out and reported to nobody, however the backoff's jitter falls."""
+    return tries > settings.max_transient_retries and seconds_since_first >= settings.store_retry_seconds
 
 
 def first_report_of_outage(client: redis.Redis | None) -> bool:

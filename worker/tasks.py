@@ -18,7 +18,13 @@ from worker.errors import JobFailed
 from worker.fairness import step_priority
 from worker.lease import reconcile
 from worker.metrics import REQUEUED, STEPS
-from worker.outages import DatabaseUnavailable, first_report_of_outage, is_outage, outage_over
+from worker.outages import (
+    DatabaseUnavailable,
+    first_report_of_outage,
+    gives_up_on_outage,
+    is_outage,
+    outage_over,
+)
 from worker.routing import JITTER, backoff_delay
 from worker.runner import Services, fail_after_internal_error, run_step
 from worker.sentry import init_sentry
@@ -91,21 +97,27 @@ def _start_sentry(**_: Any) -> None:
 # running). The limits are Plimsoll's: per step in the database for provider faults, and per delivery below for
 # database outages. throws: JobFailed is an expected end, logged by Celery without a traceback, skipped by Sentry.
 @app.task(bind=True, name="plimsoll.run_step", max_retries=None, throws=(JobFailed,))  # type: ignore[untyped-decorator]
-def run_step_task(self: Task, job_id: int, step: int | None = None) -> dict[str, Any]:
+def run_step_task(
+    self: Task, job_id: int, step: int | None = None, outage_since: float | None = None
+) -> dict[str, Any]:
     """Step ``step`` of job ``job_id``. Its result (job, step, status, stage, tokens) is what Flower shows; a
-    step that failed its job raises JobFailed once it has committed, so that Flower lists it as a FAILURE."""
+    step that failed its job raises JobFailed once it has committed, so that Flower lists it as a FAILURE.
+    ``outage_since``: when this delivery first met the database outage it is retrying through (wall clock)."""
     try:
         outcome = run_step(job_id, _services(), step=step)
     except DatabaseUnavailable as outage:
         tries = self.request.retries + 1
-        if tries > get_settings().max_transient_retries:
+        since = outage_since if outage_since is not None else time.time()
+        if gives_up_on_outage(tries, time.time() - since, get_settings()):
             # One Sentry event per outage (the first delivery to give up), not per delivery; the job keeps its
             # deadline and the reconciler resumes it once the database is back.
             if first_report_of_outage(_shared_redis()):
                 raise
             logger.warning("job %s: step %s given up while the database is unavailable (reported once)", job_id, step)
             return {"job_id": job_id, "step": step, "status": "database unavailable"}
-        raise self.retry(exc=outage, countdown=backoff_delay(tries, None, JITTER)) from None
+        countdown = backoff_delay(tries, None, JITTER)
+        kwargs = {**(self.request.kwargs or {}), "outage_since": since}
+        raise self.retry(exc=outage, countdown=countdown, kwargs=kwargs) from None
     except Exception as error:
         if is_outage(error):
             raise
