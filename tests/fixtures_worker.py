@@ -24,6 +24,7 @@ from bench.stack import REDIS_URL, environment
 from bench.stack import celery_worker as start_celery_worker
 from emulator import EmulatorServer
 from tests.fixtures_emulator import TEST_API_KEY
+from tests.support import sentry_off
 
 
 @pytest.fixture(scope="session")
@@ -79,7 +80,7 @@ def sentry_events() -> Iterator[list[dict[str, Any]]]:
     init_sentry(None, transport=transport)
     yield transport.events
     sentry_sdk.get_client().close()
-    sentry_sdk.init()  # off again
+    sentry_off()
 
 
 @pytest.fixture(autouse=True)

@@ -33,3 +33,12 @@ def wait_until(
         if time.monotonic() >= deadline:
             raise AssertionError(f"{what}: not within {timeout:g} s")
         time.sleep(every)  # the poll interval: the one sleep that stands between checks of a condition
+
+
+def sentry_off() -> None:
+    """A Sentry client that sends nothing and hooks nothing: a plain ``sentry_sdk.init()`` enables every
+    integration it can, and Starlette's then reports, process-wide, the connections the emulator drops on purpose
+    for other tests."""
+    import sentry_sdk
+
+    sentry_sdk.init(default_integrations=False, auto_enabling_integrations=False)

@@ -24,7 +24,7 @@ from models.jobs import create_job
 from models.tables import Job, JobStatus
 from models.tenants import create_tenant
 from tests.fixtures_emulator import DOCUMENT_TOOLS, TEST_API_KEY
-from tests.support import wait_until
+from tests.support import sentry_off, wait_until
 from worker.errors import AuthFailure, InvalidRequest, TooLong, classify
 from worker.providers import AnthropicProvider, OpenAIProvider
 from worker.queue import enqueue_step
@@ -61,7 +61,7 @@ def transport() -> Iterator[CapturingTransport]:
     capturing = CapturingTransport()
     assert init_sentry(None, environment="test", transport=capturing)
     yield capturing
-    sentry_sdk.init()  # back to a client that sends nothing
+    sentry_off()
 
 
 def test_without_a_dsn_or_transport_sentry_stays_off() -> None:

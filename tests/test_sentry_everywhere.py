@@ -24,7 +24,7 @@ from models.jobs import create_job
 from models.settings import Settings
 from models.tables import Job, JobStatus
 from models.tenants import create_tenant
-from tests.support import wait_until
+from tests.support import sentry_off, wait_until
 from tests.support_worker import new_job
 from tests.tcp_proxy import CuttableProxy
 from worker.inprocess import InProcessWorker
@@ -39,7 +39,7 @@ def sink() -> Iterator[SentrySink]:
     endpoint = SentrySink()
     yield endpoint
     sentry_sdk.get_client().close()
-    sentry_sdk.init()  # off again
+    sentry_off()
     endpoint.close()
 
 
