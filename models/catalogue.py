@@ -26,6 +26,9 @@ class ModelSpec:
     # a Hugging Face tokenizer.json (an open model served over the OpenAI wire). None: the profile's own, where
     # it has a public one (models/counting.py).
     tokenizer: str | None = None
+    # False keeps the estimate even where the tokenizer is at hand: the bundled emulator's models, which stand in
+    # for a provider whose tokenizer is private, so that jobs on them exercise the estimate and the calibrator.
+    exact_counts: bool = True
 
     @property
     def max_budget(self) -> int:
@@ -51,8 +54,8 @@ CATALOGUE: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
         # The bundled emulator: Anthropic's wire format, counting with cl100k, the 1M limit of the write-up.
-        ModelSpec("plimsoll-emulator", "anthropic", 1_000_000, 400_000, "cl100k", 16_000),
-        ModelSpec("plimsoll-emulator-openai", "openai", 1_000_000, 400_000, "cl100k", 16_000),
+        ModelSpec("plimsoll-emulator", "anthropic", 1_000_000, 400_000, "cl100k", 16_000, exact_counts=False),
+        ModelSpec("plimsoll-emulator-openai", "openai", 1_000_000, 400_000, "cl100k", 16_000, exact_counts=False),
         # Anthropic's current models, as the installed SDK lists them. The limits here are a cautious fallback:
         # the worker learns the real ones from the Models API (worker/model_limits.py).
         ModelSpec("claude-opus-5-5", "anthropic", 200_000, 160_000, "claude", 16_000),

