@@ -365,6 +365,8 @@ def main() -> None:
     print(table_or_skip(fitted, held_real_kinds, held_real_whole))
     print(f"\n## Exact counts (models/counting.py, tokenizers from {exact_folder()}), held-out set\n")
     print(table_or_skip(exacts, *tool_output_ratios(exacts, held_out=True)))
+    print("\nThe same on the real agent runs held out:\n")
+    print(table_or_skip(exacts, *trajectory_ratios(exacts, held_out=True)))
     print("\n## What storing a message costs per MB (outlined once, as models/history.py stores it)\n")
     print(table(["counted with", "ms per MB", "× the claude estimate"], store_cost_rows(exacts)))
     text, source = mixed_text()

@@ -20,6 +20,15 @@ from bench.tool_output import Conversation, Sample
 DATA = Path(__file__).resolve().parent / "data" / "trajectories"
 SPLITS = ("fit", "held_out")
 REAL = "real agent run: "  # the kinds of their results start with this
+# The kinds the tables group results by (those of the independent check in issue 19), from the words of each
+# result's own description, first match wins.
+CATEGORIES = (
+    ("directory listings", ("listing", "directory", "tree")),
+    ("numbered source views", ("numbered", "cat -n")),
+    ("source code and diffs", ("source", "code", "skeleton", "diff")),
+    ("JSON", ("json",)),
+)
+OTHER = "other (logs, test output, prose)"
 
 
 @dataclass(frozen=True)
@@ -51,9 +60,18 @@ def trajectories(held_out: bool = False) -> tuple[Trajectory, ...]:
     return tuple(made)
 
 
+def category(kind: str) -> str:
+    """The kind of result a description names: a directory listing, a numbered source view, ..., or other."""
+    words = kind.lower()
+    return next((name for name, marks in CATEGORIES if any(mark in words for mark in marks)), OTHER)
+
+
 def trajectory_results(held_out: bool = False) -> tuple[Sample, ...]:
-    """What the tools returned in the runs of one split (and the file contexts the agents were sent)."""
-    return tuple(Sample(REAL + m.kind, t.name, m.text) for t in trajectories(held_out) for m in t.messages if m.kind)
+    """What the tools returned in the runs of one split (and the file contexts the agents were sent), each of the
+    kind :func:`category` gives it."""
+    return tuple(
+        Sample(REAL + category(m.kind), t.name, m.text) for t in trajectories(held_out) for m in t.messages if m.kind
+    )
 
 
 def trajectory_conversations(held_out: bool = False) -> list[Conversation]:

@@ -11,7 +11,16 @@ import re
 import pytest
 
 from bench.reference import REFERENCE_OF_PROFILE, reference_counters
-from bench.trajectories import DATA, REAL, trajectories, trajectory_conversations, trajectory_results
+from bench.trajectories import (
+    CATEGORIES,
+    DATA,
+    OTHER,
+    REAL,
+    category,
+    trajectories,
+    trajectory_conversations,
+    trajectory_results,
+)
 from plimsoll import estimate_tokens
 
 FITTED = ("claude", "cl100k", "o200k")
@@ -65,3 +74,14 @@ def test_real_runs_never_fitted_to_are_never_underestimated(profile: str) -> Non
         for c in trajectory_conversations(held_out=True)
     ]
     assert min(ratios) >= 1.0
+
+
+def test_results_are_grouped_by_the_kinds_of_the_independent_check() -> None:
+    assert category("directory listing (ls -la, absolute /tmp path)") == "directory listings"
+    assert category("prompt with the repository structure (indented directory tree)") == "directory listings"
+    assert category("numbered source view (cat -n, N→ arrows)") == "numbered source views"
+    assert category("file context (code spans)") == "source code and diffs"
+    assert category("search results (JSON)") == "JSON"
+    assert category("test output (cargo test)") == OTHER
+    kinds = {s.kind for held_out in (False, True) for s in trajectory_results(held_out)}
+    assert kinds <= {REAL + name for name, _ in CATEGORIES} | {REAL + OTHER}
