@@ -104,9 +104,8 @@ def scripts_only(profile: Profile) -> Profile:
 
 @dataclass(frozen=True)
 class Item:
-    group: (
-        str  # "corpus", "result", "conversation" (made), "real conversation" (bench.trajectories), "latin-script text"
-    )
+    # "corpus", "result", "conversation" (made), "real conversation" (bench.trajectories) or "latin-script text"
+    group: str
     source: str
     features: np.ndarray
     pinned: dict[str, float]  # tokens charged by the pinned weights, per profile
