@@ -59,3 +59,12 @@ def test_without_catalogs_the_step_changes_nothing(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(fit_scripts, "LOCALES", tmp_path / "absent")
     output = tmp_path / "profiles.json"
     assert fit_scripts.run(write_to=output) == [] and not output.exists()
+
+
+def test_the_ascii_fit_guards_latin_script_languages_only() -> None:
+    from bench.fit_ascii import latin_script
+
+    assert latin_script("Zażółć gęślą jaźń, powiedział programista.")
+    assert latin_script("La cartella %s non contiene alcuna email.")
+    assert not latin_script("Привет, мир: сообщение программы.")
+    assert not latin_script("これはテストです。")
