@@ -140,8 +140,7 @@ def test_a_model_naming_a_file_outside_the_folder_keeps_the_estimate(tokenizer_f
 
 @pytest.fixture
 def fresh_settings() -> Iterator[None]:
-    get_settings.cache_clear()  # read the environment as the test set it
-    yield
+    yield  # the test clears the cache once it has set the environment
     get_settings.cache_clear()  # the next call reads the environment again, without the test's settings
 
 
