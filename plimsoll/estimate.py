@@ -7,10 +7,11 @@ undercounts everything that is not English. We estimate from the UTF-8 bytes ins
 * every byte belongs to a *class*: ASCII letters, digits, spaces, punctuation, ...; a multi-byte character is
   classed by its lead byte, which names its Unicode range (Cyrillic, Arabic, Indic, kana, Han, Hangul, emoji...);
 * a profile charges each class a cost per byte, plus a cost per character and per UTF-8 continuation byte, and
-  discounts for scripts that share a lead byte with costlier ones (Devanagari beside Tamil, say);
+  discounts for scripts that share a lead byte with costlier ones (Devanagari beside Tamil, say; the box drawing
+  of ``tree`` views and tables beside the dashes and quotes of prose);
 * an ASCII punctuation mark may cost more or less than its class (``/`` in paths, ``=`` in separator lines), and
-  a few byte patterns cost extra or less each time they occur: a run of four spaces is one token or less in
-  indented code and aligned columns, though four spaces apart cost a token each.
+  a byte pattern may cost extra or less each time it occurs: a run of eight spaces is one token or less in
+  indented code and aligned columns, though eight spaces apart cost a token each.
 
 The weights are fitted (``python -m bench.fit_profiles``) so that the estimate stays at or above the real count
 of the profile's tokenizer. Nothing loops in Python over the text: ``bytes.translate`` maps every byte to its

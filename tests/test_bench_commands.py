@@ -22,9 +22,9 @@ def test_the_worker_overhead_benchmark_times_every_size(
     assert not [r for r in caplog.records if "not queued" in r.getMessage()]
 
 
-# Measured and reported (README, "Token estimates"): on the 15 held-out real agent runs the median over-estimate is
-# above 1.15 under every profile (1.17-1.18), and one run is at 0.990 under o200k (the OpenAI models' fallback).
-KNOWN_SHORTFALL = "median ≤ 1.15 (real agent runs, held out)"
+# Measured and reported (README, "Token estimates"): on the 15 held-out real agent runs two are under their real count
+# under o200k (0.985 and 0.997; the OpenAI models' fallback, as they count exactly by default).
+KNOWN_SHORTFALL = "o200k: conversations never under, median ≤ 1.15 (real agent runs, held out)"
 
 
 def test_the_estimator_benchmark_judges_its_goals(capsys: pytest.CaptureFixture[str]) -> None:

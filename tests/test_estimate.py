@@ -154,3 +154,10 @@ def test_the_fitted_weights_are_data_the_fitter_writes_and_the_package_reads(tmp
     text = "Пример: {'path': '/tmp/tmpab12cd34/src/main.py', 'line': 42}\n    return x  # 例子"
     for name, data in shipped["profiles"].items():
         assert estimate_tokens(text, profile_from_data(name, data)) == estimate_tokens(text, name)
+
+
+@pytest.mark.parametrize("profile", FITTED)
+def test_box_drawing_costs_less_where_a_text_is_dense_with_it(profile: str) -> None:
+    tree = "".join(f"├── package_{n}\n│   ├── module_{n}.py\n│   └── test_{n}.py\n" for n in range(30))
+    lines = tree.splitlines(keepends=True)  # each line alone has too few to be discounted
+    assert estimate_tokens(tree, profile) < 0.8 * sum(estimate_tokens(line, profile) for line in lines)
