@@ -68,15 +68,3 @@ def test_the_ascii_fit_guards_latin_script_languages_only() -> None:
     assert latin_script("La cartella %s non contiene alcuna email.")
     assert not latin_script("Привет, мир: сообщение программы.")
     assert not latin_script("これはテストです。")
-
-
-def test_the_ascii_fit_counts_a_symbol_discount_only_where_the_estimate_applies_it() -> None:
-    from bench.fit_ascii import features, names
-
-    def discounted(text: str) -> float:
-        return float(dict(zip(names(), features(text), strict=True))["discount e294"])
-
-    assert discounted("│ x " * 63) == 0  # under 64 characters of the lead byte: the estimate charges them whole
-    assert discounted("│ x " * 64) == 64
-    assert discounted("│" + "—" * 63) == 1  # beside the dashes of prose, among the first 64
-    assert discounted("—" * 64 + "│") == 0  # only the blocks of the first 64 are looked for

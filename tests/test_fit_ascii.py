@@ -1,0 +1,51 @@
+"""The ASCII step of the fit (``bench.fit_ascii``): what it counts, and how it compares the patterns."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench import fit_ascii
+from bench.fit_ascii import PATTERN_OF_PROFILE, PATTERNS, Item, features, names, scripts_only
+from bench.trajectories import trajectory_conversations, trajectory_results
+from plimsoll import estimate_tokens
+from plimsoll.estimate import UNIT, estimated_units
+from plimsoll.profiles import PROFILES
+
+
+def test_a_symbol_discount_is_counted_only_where_the_estimate_applies_it() -> None:
+    def discounted(text: str) -> float:
+        return float(dict(zip(names(), features(text), strict=True))["discount e294"])
+
+    assert discounted("│ x " * 63) == 0  # under 64 characters of the lead byte: the estimate charges them whole
+    assert discounted("│ x " * 64) == 64
+    assert discounted("│" + "—" * 63) == 1  # beside the dashes of prose, among the first 64
+    assert discounted("—" * 64 + "│") == 0  # only the blocks of the first 64 are looked for
+
+
+def test_the_patterns_are_compared_on_the_fitted_conversations(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``python -m bench.fit_ascii --patterns`` on a few items whose real counts are the shipped estimates ÷ 1.2:
+    every pattern gets a score, and every score keeps the conversations at or above their floor."""
+    texts = [("real conversation", list(c.parts)) for c in trajectory_conversations()[:3]]
+    texts += [("result", [s.text]) for s in trajectory_results()[:6]]
+    fitted = tuple(PATTERN_OF_PROFILE)
+
+    def item(group: str, parts: list[str]) -> Item:
+        pinned = {p: sum(estimated_units(t, scripts_only(PROFILES[p])) for t in parts) / UNIT for p in fitted}
+        real = {p: math.ceil(sum(estimate_tokens(t, p) for t in parts) / 1.2) for p in fitted}
+        return Item(group, "test", sum(features(t) for t in parts), pinned, real)
+
+    items = [item(group, parts) for group, parts in texts]
+    monkeypatch.setattr(fit_ascii, "collect", lambda: items)
+    fit_ascii.main(["--patterns"])
+    table = capsys.readouterr().out
+    assert table.count("(its own)") == len(fitted)
+    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| b")}
+    assert set(rows) == {repr(p) for p in PATTERNS}
+    for line in rows.values():
+        scores = [float(cell.split()[0]) for cell in line.strip(" |").split(" | ")[1:]]
+        assert len(scores) == len(fitted)
+        assert all(score >= fit_ascii.CONVERSATION_FLOOR[p] - 1e-4 for p, score in zip(fitted, scores, strict=True))
