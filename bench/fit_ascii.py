@@ -8,7 +8,7 @@ are. What is fitted, by one mixed-integer program per profile, is what tool outp
 - the printable ASCII classes (letters, digits, spaces, newlines, punctuation...), in 1/64 token per byte;
 - a cost of its own for every punctuation mark, within ``MARK_SPREAD`` of its class (``/`` in paths, ``"`` in
   JSON, ``=`` in separator lines);
-- a cost per occurrence of one pattern (``PATTERN_OF_PROFILE``: runs of spaces, indented lines), in 1/256
+- a cost per occurrence of one pattern (``PATTERN_OF_PROFILE``: blank lines, runs of spaces), in 1/256
   token, such that an occurrence still costs at least a quarter of a token;
 - a discount on two blocks of symbols that tool output draws with (``SYMBOL_DISCOUNTS``: box drawing, as in
   ``tree`` views and tables, and arrows, as in Claude Code's numbered views), in 1/256 token a character, such
@@ -64,8 +64,9 @@ MARK_FLOOR = 0.125  # a punctuation mark costs at least an eighth of a token: fi
 PATTERNS = (b"\n    ", b"    ", b"        ", b"\n        ", b"  ", b"   ", b"\n\n", b"\n     ", b"\\n")
 PATTERN_OF_PROFILE = {"claude": b"\n\n", "cl100k": b"        ", "o200k": b"        "}
 PATTERN_FLOOR = 0.25  # an occurrence of the pattern still costs at least this many tokens
-# Discounted like a script (plimsoll.estimate: only where the text has 64 characters of the lead byte E2), so text
-# without them, the prose of every language included, costs no pass more: U+2500-257F, U+2180-21FF.
+# Discounted like a script (plimsoll.estimate: only where 64 characters of the text start with the lead byte E2, and
+# only the blocks among those), so that other text, the prose of every language included, costs no pass more: box
+# drawing's lines and corners (U+2500-253F) and arrows (U+2180-21BF).
 SYMBOL_DISCOUNTS = (b"\xe2\x94", b"\xe2\x86")
 SYMBOL_LEAD = 0xE2
 MARK_SPREAD = 0.25  # a mark's cost stays within this many tokens of its class's
