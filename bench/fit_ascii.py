@@ -12,9 +12,9 @@ are. What is fitted, by one mixed-integer program per profile, is what tool outp
   token, such that an occurrence still costs at least a quarter of a token;
 - a discount on two blocks of symbols that tool output draws with (``SYMBOL_DISCOUNTS``: box drawing, as in
   ``tree`` views and tables, and arrows, as in Claude Code's numbered views), in 1/256 token a character, such
-  that a character still costs at least a quarter of a token. Their class (``symbols``, U+2000-2FFF) is priced by
-  the scripts' fit on prose, whose dashes and quotes cost two tokens or more, while a box-drawing line of forty
-  characters costs five.
+  that a character still costs at least a quarter of a token (box drawing) or a token (an arrow). Their class
+  (``symbols``, U+2000-2FFF) is priced by the scripts' fit on prose, whose dashes and quotes cost two tokens or
+  more, while a box-drawing line of forty characters costs five.
 
 Constraints: every chunk of the shared corpus at or above 1.01 x its real count and every corpus file at most
 1.145 x (the corpus goals); every tool result of ``bench.tool_output`` and of the real agent runs' fitting split
@@ -66,8 +66,9 @@ PATTERN_OF_PROFILE = {"claude": b"\n\n", "cl100k": b"        ", "o200k": b"     
 PATTERN_FLOOR = 0.25  # an occurrence of the pattern still costs at least this many tokens
 # Discounted like a script (plimsoll.estimate: only where 64 characters of the text start with the lead byte E2, and
 # only the blocks among those), so that other text, the prose of every language included, costs no pass more: box
-# drawing's lines and corners (U+2500-253F) and arrows (U+2180-21BF).
-SYMBOL_DISCOUNTS = (b"\xe2\x94", b"\xe2\x86")
+# drawing's lines and corners (U+2500-253F), whose runs merge (forty cost five), and arrows (U+2180-21BF), each a
+# token of its own (measured in Claude Code's numbered views under all three tokenizers). Each keeps that floor.
+SYMBOL_DISCOUNTS = {b"\xe2\x94": PATTERN_FLOOR, b"\xe2\x86": 1.0}
 SYMBOL_LEAD = 0xE2
 MARK_SPREAD = 0.25  # a mark's cost stays within this many tokens of its class's
 # Margins over the goals (0.90 and 1.00): on tool output from other packages than these, estimates fall lower. The
@@ -273,7 +274,8 @@ def _bounds(column: str, pattern: bytes, profile: str) -> tuple[float, float]:
     if column.startswith("pattern"):
         return (-2.0, 0.0) if column == f"pattern {pattern!r}" else (0.0, 0.0)
     if column.startswith("discount"):  # a symbol is a three-byte character, priced by its class alone
-        return PATTERN_FLOOR - estimated_units("\u2500", PROFILES[profile]) / UNIT, 0.0
+        floor = SYMBOL_DISCOUNTS[bytes.fromhex(column.split()[1])]
+        return floor - estimated_units("\u2500", PROFILES[profile]) / UNIT, 0.0
     return 0.0, TABLE_MAX
 
 
