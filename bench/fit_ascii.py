@@ -59,8 +59,8 @@ MARK_FLOOR = 0.125  # a punctuation mark costs at least an eighth of a token: fi
 # ``--patterns`` prints how close each brings the fitted conversations (the weights relaxed to fractions); the best
 # few come within a few thousandths of each other, less than the time-limited fit resolves, so among them the
 # held-out runs chose, as a validation set (the independent check of issue 19 is the test): blank lines for the
-# legacy Claude tokenizer (the closest, a line start with eight spaces, left a held-out run at 0.98), runs of eight
-# spaces for cl100k and o200k. ("\n " would cost a fifth of the estimate's time, and is not offered.)
+# legacy Claude tokenizer (the closest, a line start with eight spaces, left a held-out run at 0.98 when it was
+# chosen), runs of eight spaces for cl100k and o200k. ("\n " would cost a fifth of the estimate's time: not offered.)
 PATTERNS = (b"\n    ", b"    ", b"        ", b"\n        ", b"  ", b"   ", b"\n\n", b"\n     ", b"\\n")
 PATTERN_OF_PROFILE = {"claude": b"\n\n", "cl100k": b"        ", "o200k": b"        "}
 PATTERN_FLOOR = 0.25  # an occurrence of the pattern still costs at least this many tokens
