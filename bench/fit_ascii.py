@@ -123,8 +123,13 @@ def scripts_only(profile: Profile) -> Profile:
         weights={**profile.weights, **dict.fromkeys(ASCII_CLASSES, 0.0)},
         byte_weights={},
         patterns={},
-        discounts={p: d for p, d in profile.discounts.items() if p not in SYMBOL_DISCOUNTS},
+        discounts=script_discounts(profile),
     )
+
+
+def script_discounts(profile: Profile) -> dict[bytes, float]:
+    """``profile``'s discounts but the symbols' (which this step fits): those of the scripts, which stay pinned."""
+    return {p: d for p, d in profile.discounts.items() if p not in SYMBOL_DISCOUNTS}
 
 
 @dataclass(frozen=True)
@@ -298,7 +303,7 @@ def refitted(profile: Profile, weights: dict[str, float]) -> Profile:
         # resolution (1/64 token an occurrence) is left out, which only raises the estimate by less than that.
         patterns={p: weights[f"pattern {p!r}"] for p in PATTERNS if abs(weights[f"pattern {p!r}"]) >= TABLE_STEP},
         discounts={
-            **{p: d for p, d in profile.discounts.items() if p not in SYMBOL_DISCOUNTS},
+            **script_discounts(profile),
             **{p: weights[f"discount {p.hex()}"] for p in SYMBOL_DISCOUNTS if weights[f"discount {p.hex()}"]},
         },
     )
