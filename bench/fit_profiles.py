@@ -51,6 +51,7 @@ from bench.fit_shared import (
     SCRIPT_MARGIN,
     SOFT_PENALTY,
     add_output_flags,
+    add_profile_flag,
     chunks_of,
     write,
 )
@@ -294,6 +295,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         help="raise the scripts' weights where this machine's message catalogs show them short (bench.fit_scripts)",
     )
     add_output_flags(parser)
+    add_profile_flag(parser)
     parser.add_argument(
         "--extra-dir",
         type=Path,
@@ -313,7 +315,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.ascii:
         from bench import fit_ascii
 
-        fit_ascii.run(write_to=args.output if args.write else None)
+        fit_ascii.run(write_to=args.output if args.write else None, only=args.profile)
         return
     chunks = collect(args.extra_dir)
     print(f"# fitted on {len(chunks)} chunks from {len({c.source for c in chunks})} texts", file=sys.stderr)

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from bench.reference import REFERENCE_OF_PROFILE
 from plimsoll.estimate import Profile
 from plimsoll.profiles import FITTED_FILE, profile_data
 
@@ -42,6 +43,17 @@ def add_output_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--write", action="store_true", help=f"write the weights to {PROFILES_FILE.name}")
     parser.add_argument(
         "--output", type=Path, default=PROFILES_FILE, help="where --write writes (default: %(default)s)"
+    )
+
+
+def add_profile_flag(parser: argparse.ArgumentParser) -> None:
+    """``--profile``, for the ASCII fit: refit some profiles and keep the others' weights."""
+    parser.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        choices=tuple(REFERENCE_OF_PROFILE),
+        help="with --ascii: refit only this profile (repeatable); the others are written as they are",
     )
 
 

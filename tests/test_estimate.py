@@ -161,7 +161,8 @@ def test_the_fitted_weights_are_data_the_fitter_writes_and_the_package_reads(tmp
 def test_box_drawing_costs_less_where_a_text_is_dense_with_it(profile: str) -> None:
     tree = "".join(f"├── package_{n}\n│   ├── module_{n}.py\n│   └── test_{n}.py\n" for n in range(30))
     lines = tree.splitlines(keepends=True)  # each line alone has too few to be discounted
-    assert estimate_tokens(tree, profile) < 0.8 * sum(estimate_tokens(line, profile) for line in lines)
+    # The discount is fitted: 0.82 of the lines' sum under o200k (its letters refitted), 0.67 under claude.
+    assert estimate_tokens(tree, profile) < 0.85 * sum(estimate_tokens(line, profile) for line in lines)
 
 
 @pytest.mark.parametrize("profile", FITTED)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +13,9 @@ from bench.fit_ascii import PATTERN_OF_PROFILE, PATTERNS, Item, features, names,
 from bench.trajectories import trajectory_conversations, trajectory_results
 from plimsoll import estimate_tokens
 from plimsoll.estimate import UNIT, estimated_units
-from plimsoll.profiles import PROFILES
+from plimsoll.profiles import PROFILES, profile_data
+
+PROFILES_FITTED = tuple(PATTERN_OF_PROFILE)
 
 
 def test_a_symbol_discount_is_counted_only_where_the_estimate_applies_it() -> None:
@@ -24,22 +28,26 @@ def test_a_symbol_discount_is_counted_only_where_the_estimate_applies_it() -> No
     assert discounted("—" * 64 + "│") == 0  # only the blocks of the first 64 are looked for
 
 
+def few_items() -> list[Item]:
+    """A few real runs and results, their real counts the shipped estimates ÷ 1.2 (for every profile)."""
+    texts = [("real conversation", list(c.parts)) for c in trajectory_conversations()[:3]]
+    texts += [("result", [s.text]) for s in trajectory_results()[:6]]
+
+    def item(group: str, parts: list[str]) -> Item:
+        pinned = {p: sum(estimated_units(t, scripts_only(PROFILES[p])) for t in parts) / UNIT for p in PROFILES_FITTED}
+        real = {p: math.ceil(sum(estimate_tokens(t, p) for t in parts) / 1.2) for p in PROFILES_FITTED}
+        return Item(group, "test", sum(features(t) for t in parts), pinned, real)
+
+    return [item(group, parts) for group, parts in texts]
+
+
 def test_the_patterns_are_compared_on_the_fitted_conversations(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``python -m bench.fit_ascii --patterns`` on a few items whose real counts are the shipped estimates ÷ 1.2:
     every pattern gets a score, and every score keeps the conversations at or above their floor."""
-    texts = [("real conversation", list(c.parts)) for c in trajectory_conversations()[:3]]
-    texts += [("result", [s.text]) for s in trajectory_results()[:6]]
     fitted = tuple(PATTERN_OF_PROFILE)
-
-    def item(group: str, parts: list[str]) -> Item:
-        pinned = {p: sum(estimated_units(t, scripts_only(PROFILES[p])) for t in parts) / UNIT for p in fitted}
-        real = {p: math.ceil(sum(estimate_tokens(t, p) for t in parts) / 1.2) for p in fitted}
-        return Item(group, "test", sum(features(t) for t in parts), pinned, real)
-
-    items = [item(group, parts) for group, parts in texts]
-    monkeypatch.setattr(fit_ascii, "collect", lambda: items)
+    monkeypatch.setattr(fit_ascii, "collect", few_items)
     fit_ascii.main(["--patterns"])
     table = capsys.readouterr().out
     assert table.count("(its own)") == len(fitted)
@@ -49,3 +57,23 @@ def test_the_patterns_are_compared_on_the_fitted_conversations(
         scores = [float(cell.split()[0]) for cell in line.strip(" |").split(" | ")[1:]]
         assert len(scores) == len(fitted)
         assert all(score >= fit_ascii.CONVERSATION_FLOOR[p] - 1e-4 for p, score in zip(fitted, scores, strict=True))
+
+
+def test_one_profile_is_refitted_and_the_others_are_written_as_they_are(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``python -m bench.fit_ascii --profile o200k --write``: o200k's letters may cost up to its own spread over
+    their class; claude and cl100k are written exactly as shipped."""
+    monkeypatch.setattr(fit_ascii, "collect", few_items)
+    output = tmp_path / "profiles.json"
+    fit_ascii.main(["--profile", "o200k", "--write", "--output", str(output)])
+    written = json.loads(output.read_text(encoding="utf-8"))["profiles"]
+    assert sorted(written) == sorted(PROFILES_FITTED)
+    for kept in ("claude", "cl100k"):
+        assert written[kept] == profile_data(PROFILES[kept])
+    refit = written["o200k"]
+    low, high = fit_ascii.LETTER_SPREAD["o200k"]
+    for letter, cost in refit["byte_weights"].items():
+        if letter.isalpha():
+            spread = cost - refit["weights"]["lower" if letter.islower() else "upper"]
+            assert low - 1e-9 <= spread <= high + 1e-9

@@ -1,7 +1,7 @@
 """Real agent runs from public repositories (``bench/data/trajectories``): where they come from, and the safe side
-of the goals ``bench.estimator`` reports on the part never fitted to, asserted: no run under its real count (but
-one, under o200k, see ``CONVERSATION_FLOOR``), no result of 500 tokens or more under 0.90. The other side (the
-median run at most 1.15) is reported, met or NOT MET, by ``bench.estimator``."""
+of the goals ``bench.estimator`` reports on the part never fitted to, asserted: no run under its real count, no
+result of 500 tokens or more under 0.90. The other side (the median run at most 1.15) is reported, met or NOT MET,
+by ``bench.estimator``."""
 
 from __future__ import annotations
 
@@ -25,10 +25,6 @@ from plimsoll import estimate_tokens
 
 FITTED = ("claude", "cl100k", "o200k")
 RESULT_GOAL, RESULT_TOKENS = 0.90, 500
-# The goal is 1.00 for every profile; o200k's estimate (the fallback of OpenAI's models, which count exactly by
-# default) is measured at 0.970 and 0.983 on two held-out Claude Code sessions of directory listings, numbered views
-# and build output, and bench.estimator reports that goal NOT MET. This keeps it from falling further.
-CONVERSATION_FLOOR = {"o200k": 0.965}
 # Kept out for an independent check of the estimates, under their current and their old names.
 KEPT_OUT = {
     *("OpenHands/benchmarks", "OpenHands/OpenHands", "All-Hands-AI/OpenHands"),
@@ -48,7 +44,7 @@ def test_every_run_names_its_repository_path_commit_and_a_permissive_licence() -
         assert re.fullmatch(r"[0-9a-f]{40}", source["commit"])
         row = next(line for line in sources.splitlines() if line.startswith(f"| {path.name} |"))
         assert source["repository"] in row and source["commit"] in row and source["licence"] in row
-    assert sum(path.stat().st_size for path in files) < 400_000  # small extracts only
+    assert sum(path.stat().st_size for path in files) < 500_000  # small extracts only
 
 
 def test_both_splits_hold_whole_runs_with_tool_output() -> None:
@@ -77,7 +73,7 @@ def test_real_runs_never_fitted_to_are_never_underestimated(profile: str) -> Non
         sum(estimate_tokens(t, profile) for t in c.parts) / sum(count(t) for t in c.parts)
         for c in trajectory_conversations(held_out=True)
     ]
-    assert min(ratios) >= CONVERSATION_FLOOR.get(profile, 1.0)
+    assert min(ratios) >= 1.0
 
 
 def test_results_are_grouped_by_the_kinds_of_the_independent_check() -> None:
