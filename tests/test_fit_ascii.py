@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import fit_ascii
+from bench import fit_ascii, fit_profiles
 from bench.fit_ascii import PATTERN_OF_PROFILE, PATTERNS, Item, features, names, scripts_only
 from bench.trajectories import trajectory_conversations, trajectory_results
 from plimsoll import estimate_tokens
@@ -62,11 +62,11 @@ def test_the_patterns_are_compared_on_the_fitted_conversations(
 def test_one_profile_is_refitted_and_the_others_are_written_as_they_are(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """``python -m bench.fit_ascii --profile o200k --write``: o200k's letters may cost up to its own spread over
-    their class; claude and cl100k are written exactly as shipped."""
+    """``python -m bench.fit_profiles --ascii --profile o200k --write`` (the README's command, on a few items): o200k's
+    letters may cost up to its own spread over their class; claude and cl100k are written exactly as shipped."""
     monkeypatch.setattr(fit_ascii, "collect", few_items)
     output = tmp_path / "profiles.json"
-    fit_ascii.main(["--profile", "o200k", "--write", "--output", str(output)])
+    fit_profiles.main(["--ascii", "--profile", "o200k", "--write", "--output", str(output)])
     written = json.loads(output.read_text(encoding="utf-8"))["profiles"]
     assert sorted(written) == sorted(PROFILES_FITTED)
     for kept in ("claude", "cl100k"):
