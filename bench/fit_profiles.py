@@ -302,7 +302,10 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         default=os.environ.get("PLIMSOLL_FIT_EXTRA_DIR"),
         help="a folder of *.txt texts to fit on beside the corpus (default: $PLIMSOLL_FIT_EXTRA_DIR)",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.profile and not args.ascii:
+        parser.error("--profile goes with --ascii: the other steps fit every profile")
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:

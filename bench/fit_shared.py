@@ -22,7 +22,8 @@ PROFILES_FILE = Path(__file__).resolve().parent.parent / "plimsoll" / FITTED_FIL
 GENERATED_BY = (
     "python -m bench.fit_profiles (the scripts' weights), python -m bench.fit_profiles --scripts --write (raised "
     "where this machine's message catalogs show them short), then python -m bench.fit_profiles --ascii --write "
-    "(the ASCII part, on agent tool output and real agent runs); see the README's Token estimates section"
+    "(the ASCII part, on agent tool output and real agent runs); o200k's last: --ascii --profile o200k --write, then "
+    "--scripts --write; see the README's Token estimates section"
 )
 
 
