@@ -339,7 +339,8 @@ def run(write_to: Path | None = None, only: Sequence[str] = ()) -> list[Profile]
         fitted.append(refitted(PROFILES[name], solve(items, name)))
         print(json.dumps({name: profile_data(fitted[-1])}, indent=1))
     if write_to is not None and len(fitted) == len(names):
-        write([next((f for f in fitted if f.name == n), PROFILES[n]) for n in REFERENCE_OF_PROFILE], write_to)
+        refit = {p.name: p for p in fitted}
+        write([refit.get(n, PROFILES[n]) for n in REFERENCE_OF_PROFILE], write_to)
     return fitted
 
 

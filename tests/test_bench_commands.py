@@ -44,6 +44,6 @@ def test_the_estimator_benchmark_judges_its_goals(capsys: pytest.CaptureFixture[
     ):
         assert goal in goals
     not_met = [
-        line for line in goals.splitlines() if "| NOT MET |" in line and line.split(" | ")[0][2:] not in KNOWN_SHORTFALL
+        line for line in goals.splitlines() if "| NOT MET |" in line and not any(g in line for g in KNOWN_SHORTFALL)
     ]
     assert not_met == []

@@ -46,7 +46,7 @@ def test_the_patterns_are_compared_on_the_fitted_conversations(
 ) -> None:
     """``python -m bench.fit_ascii --patterns`` on a few items whose real counts are the shipped estimates ÷ 1.2:
     every pattern gets a score, and every score keeps the conversations at or above their floor."""
-    fitted = tuple(PATTERN_OF_PROFILE)
+    fitted = PROFILES_FITTED
     monkeypatch.setattr(fit_ascii, "collect", few_items)
     fit_ascii.main(["--patterns"])
     table = capsys.readouterr().out
