@@ -1,0 +1,147 @@
+"""What other choices in the ASCII fit would do to the held-out goals: ``python -m bench.fit_variants``.
+
+Issue 19 asks claude's and cl100k's estimates for three things on the held-out real agent runs: no conversation
+under 1.0, no result of 500 tokens or more under 0.90, and a median conversation of at most 1.15. The shipped fit
+meets the first two and misses the third. Each variant below changes one choice of ``bench.fit_ascii``: a floor, a
+share of the objective, or a bound. The script refits claude and cl100k with that change and judges the held-out
+goals as ``bench.estimator`` does, on the made tool output and on the real runs.
+
+The first row is the shipped profiles, not refitted. The fit has a time limit and lands on a slightly different
+optimum each run, so the second row refits with the shipped choices: how far the figures move by that alone. Only
+the ASCII step is refitted; the scripts' weights stay as shipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import statistics
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from unittest import mock
+
+from bench import fit_ascii
+from bench.estimator import (
+    CONVERSATION_GOAL,
+    RESULT_GOAL,
+    RESULT_TOKENS,
+    Counting,
+    Goal,
+    tool_output_goals,
+    tool_output_ratios,
+    trajectory_ratios,
+)
+from bench.provenance import header
+from bench.reference import REFERENCE_OF_PROFILE, reference_counters
+from bench.report import table
+from plimsoll.estimate import Profile
+from plimsoll.profiles import PROFILES
+
+SWEPT = ("claude", "cl100k")  # the two whose held-out median is over its goal
+SHIPPED = "as shipped (not refitted)"
+# A variant: the values of bench.fit_ascii's settings it changes (None: the shipped profiles, not refitted).
+VARIANTS: dict[str, Mapping[str, Any] | None] = {
+    SHIPPED: None,
+    "the shipped choices, refitted": {},
+    "conversations held 0.02 lower": {
+        "CONVERSATION_FLOOR": {**fit_ascii.CONVERSATION_FLOOR, "claude": 1.03, "cl100k": 1.05}
+    },
+    "real runs weigh twice as much in the objective": {
+        "OBJECTIVE_SHARES": {**fit_ascii.OBJECTIVE_SHARES, "real conversation": 6.0}
+    },
+    "an arrow may cost nothing": {"SYMBOL_DISCOUNTS": {**fit_ascii.SYMBOL_DISCOUNTS, b"\xe2\x86": 0.0}},
+    "an arrow may take a token off": {"SYMBOL_DISCOUNTS": {**fit_ascii.SYMBOL_DISCOUNTS, b"\xe2\x86": -1.0}},
+    "letters may cost half a token less than their class": {
+        "LETTER_SPREAD": {**fit_ascii.LETTER_SPREAD, "claude": (-0.5, 0.75), "cl100k": (-0.5, 0.75)}
+    },
+    "results held at 0.92, not 0.95": {"RESULT_FLOOR": 0.92},
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    variant: str
+    profile: str
+    runs: list[float]  # estimate ÷ real count of each held-out real run
+    results: list[float]  # of each held-out result of at least 500 tokens, made and real
+    made: list[float]  # of each held-out made conversation
+    unmet: list[str]  # the held-out goals not met
+
+
+def judged(variant: str, counting: Counting) -> Row:
+    """``counting`` on the held-out made tool output and real runs, and the goals it misses there."""
+    made_kinds, made_whole = tool_output_ratios([counting], held_out=True)
+    real_kinds, real_whole = trajectory_ratios([counting], held_out=True)
+    goals: list[Goal] = [
+        *tool_output_goals(made_kinds, made_whole, " (made, held out)"),
+        *tool_output_goals(real_kinds, real_whole, " (real runs, held out)"),
+    ]
+    results = [x for kinds in (made_kinds, real_kinds) for r in kinds.values() for x in r[counting.label]]
+    unmet = [g.what.removeprefix(f"{counting.label}: ") for g in goals if not g.met]
+    return Row(variant, counting.label, real_whole[counting.label], results, made_whole[counting.label], unmet)
+
+
+def refit(items: list[fit_ascii.Item], profile: str, settings: Mapping[str, Any]) -> Profile:
+    with mock.patch.multiple(fit_ascii, **settings):
+        return fit_ascii.refitted(PROFILES[profile], fit_ascii.solve(items, profile))
+
+
+def run(variants: Sequence[str], profiles: Sequence[str] = SWEPT) -> list[Row]:
+    present = [p for p in profiles if REFERENCE_OF_PROFILE[p] in reference_counters()]
+    items = fit_ascii.collect() if any(VARIANTS[v] is not None for v in variants) else []
+    rows = []
+    for variant in variants:
+        settings = VARIANTS[variant]
+        for profile in present:
+            made = PROFILES[profile] if settings is None else refit(items, profile, settings)
+            rows.append(judged(variant, Counting(profile, made, REFERENCE_OF_PROFILE[profile])))
+    return rows
+
+
+def low_median(ratios: list[float]) -> str:
+    return f"{min(ratios):.3f} / {statistics.median(ratios):.3f}"
+
+
+def render(rows: list[Row]) -> str:
+    return table(
+        [
+            "variant",
+            "profile",
+            "real runs held out: lowest / median",
+            "results ≥ 500 tokens held out: lowest",
+            "made conversations held out: lowest / median",
+            "held-out goals",
+        ],
+        [
+            [
+                row.variant,
+                row.profile,
+                low_median(row.runs),
+                f"{min(row.results):.3f}",
+                low_median(row.made),
+                "NOT MET: " + "; ".join(row.unmet) if row.unmet else "met",
+            ]
+            for row in rows
+        ],
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m bench.fit_variants", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--variant", action="append", choices=tuple(VARIANTS), help="only these (repeatable)")
+    parser.add_argument("--profile", action="append", choices=SWEPT, help="only these (repeatable)")
+    args = parser.parse_args(argv)
+    print("# Refitting the ASCII weights otherwise: the held-out goals\n")
+    print(header(shlex.join(["python", "-m", "bench.fit_variants", *(argv or [])])) + "\n")
+    print(
+        f"Goals, on the held-out made tool output and real runs: conversations ≥ {CONVERSATION_GOAL[0]:.2f}, "
+        f"median conversation ≤ {CONVERSATION_GOAL[1]}, results ≥ {RESULT_TOKENS} tokens ≥ {RESULT_GOAL}.\n"
+    )
+    print(render(run(args.variant or tuple(VARIANTS), args.profile or SWEPT)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""``python -m bench.fit_variants``: each variant refits with its own settings of ``bench.fit_ascii`` and is judged
+on the held-out goals as ``bench.estimator`` judges the shipped profiles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench import fit_ascii, fit_variants
+from bench.estimator import Counting, tool_output_goals, trajectory_ratios
+from plimsoll.profiles import PROFILES
+from tests.test_fit_ascii import few_items
+
+ARROW = b"\xe2\x86"
+
+
+def test_the_shipped_row_is_what_the_estimator_measures() -> None:
+    [row] = fit_variants.run([fit_variants.SHIPPED], ["claude"])
+    kinds, whole = trajectory_ratios([Counting("claude", PROFILES["claude"], "claude-legacy")], held_out=True)
+    assert row.runs == whole["claude"]
+    goals = tool_output_goals(kinds, whole, " (real runs, held out)")
+    missed = [g.what.removeprefix("claude: ") for g in goals if not g.met]
+    assert missed == [u for u in row.unmet if u.endswith("(real runs, held out)")]
+
+
+def test_a_variant_refits_with_its_settings_and_puts_them_back(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: list[Any] = []
+    solve = fit_ascii.solve
+
+    def recording(items: list[fit_ascii.Item], profile: str) -> dict[str, float]:
+        seen.append(fit_ascii.SYMBOL_DISCOUNTS[ARROW])
+        return solve(items, profile)
+
+    monkeypatch.setattr(fit_ascii, "collect", few_items)
+    monkeypatch.setattr(fit_ascii, "solve", recording)
+    variant = "an arrow may cost nothing"
+    fit_variants.main(["--variant", variant, "--profile", "claude"])
+    assert seen == [0.0] and fit_ascii.SYMBOL_DISCOUNTS[ARROW] == 1.0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {variant} | claude |")]
+    assert len(rows) == 1 and rows[0].rstrip(" |").endswith(("met", ")")), rows
+
+
+def test_a_count_that_falls_under_is_judged_not_met() -> None:
+    row = fit_variants.judged("characters / 4", Counting("claude", PROFILES["chars4"], "claude-legacy"))
+    assert "conversations never under (real runs, held out)" in row.unmet
+    assert min(row.runs) < 1.0
