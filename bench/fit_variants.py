@@ -14,6 +14,7 @@ the ASCII step is refitted; the scripts' weights stay as shipped.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
 import statistics
 import sys
@@ -84,7 +85,7 @@ def judged(variant: str, counting: Counting) -> Row:
 
 
 def refit(items: list[fit_ascii.Item], profile: str, settings: Mapping[str, Any]) -> Profile:
-    with mock.patch.multiple(fit_ascii, **settings):
+    with mock.patch.multiple(fit_ascii, **settings) if settings else contextlib.nullcontext():
         return fit_ascii.refitted(PROFILES[profile], fit_ascii.solve(items, profile))
 
 

@@ -36,11 +36,13 @@ def test_a_variant_refits_with_its_settings_and_puts_them_back(
 
     monkeypatch.setattr(fit_ascii, "collect", few_items)
     monkeypatch.setattr(fit_ascii, "solve", recording)
-    variant = "an arrow may cost nothing"
-    fit_variants.main(["--variant", variant, "--profile", "claude"])
-    assert seen == [0.0] and fit_ascii.SYMBOL_DISCOUNTS[ARROW] == 1.0
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {variant} | claude |")]
-    assert len(rows) == 1 and rows[0].rstrip(" |").endswith(("met", ")")), rows
+    variants = ("the shipped choices, refitted", "an arrow may cost nothing")
+    fit_variants.main(["--profile", "claude", *(a for v in variants for a in ("--variant", v))])
+    assert seen == [1.0, 0.0] and fit_ascii.SYMBOL_DISCOUNTS[ARROW] == 1.0
+    out = capsys.readouterr().out
+    for variant in variants:
+        rows = [line for line in out.splitlines() if line.startswith(f"| {variant} | claude |")]
+        assert len(rows) == 1 and rows[0].rstrip(" |").endswith(("met", ")")), rows
 
 
 def test_a_count_that_falls_under_is_judged_not_met() -> None:
