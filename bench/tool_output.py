@@ -17,6 +17,7 @@ shrinks but never fails.
 from __future__ import annotations
 
 import base64
+import email
 import json
 import os
 import random
@@ -215,6 +216,19 @@ def agent_file_views() -> list[Sample]:
             yield f"view {shown}", header + body
 
     return _sized("source, numbered agent view", views())
+
+
+def claude_code_views_of_email() -> list[Sample]:
+    """The first 200 lines of each module of the standard library's ``email`` package as Claude Code's Read tool
+    shows them (six-wide numbers and an arrow): code that no fit has seen, in a view the fit discounts (the arrows);
+    not in :func:`tool_outputs`."""
+    views = []
+    for path in sorted(Path(email.__file__).parent.glob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()[:200]
+        views.append(
+            Sample("Claude Code view", path.name, "".join(f"{n:>6}→{line}\n" for n, line in enumerate(lines, 1)))
+        )
+    return views
 
 
 def api_json() -> list[Sample]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import email
 import json
 import math
 from importlib import resources
@@ -14,6 +13,7 @@ from hypothesis import strategies as st
 
 from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
 from bench.samples import unseen_samples
+from bench.tool_output import claude_code_views_of_email
 from demo.chapters import chapters
 from plimsoll import PROFILES, estimate_message, estimate_tokens
 from plimsoll.estimate import TABLE_CLASSES, Profile, byte_sum
@@ -174,9 +174,7 @@ def test_claude_code_s_numbered_views_are_not_underestimated(profile: str) -> No
         pytest.skip(f"the {reference} tokenizer is in ../shared/tokenizers, which is absent")
     count = reference_counters()[reference]
     low = {}
-    for path in sorted(Path(email.__file__).parent.glob("*.py")):
-        lines = path.read_text(encoding="utf-8").splitlines()[:200]
-        view = "".join(f"{number:>6}→{line}\n" for number, line in enumerate(lines, 1))
-        if estimate_tokens(view, profile) < 0.95 * count(view):
-            low[path.name] = round(estimate_tokens(view, profile) / count(view), 3)
+    for view in claude_code_views_of_email():
+        if estimate_tokens(view.text, profile) < 0.95 * count(view.text):
+            low[view.name] = round(estimate_tokens(view.text, profile) / count(view.text), 3)
     assert low == {}
