@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
 from bench.samples import unseen_samples
-from bench.tool_output import claude_code_views_of_email
+from bench.tool_output import VIEW_FLOOR, claude_code_views_of_email
 from demo.chapters import chapters
 from plimsoll import PROFILES, estimate_message, estimate_tokens
 from plimsoll.estimate import TABLE_CLASSES, Profile, byte_sum
@@ -175,6 +175,6 @@ def test_claude_code_s_numbered_views_are_not_underestimated(profile: str) -> No
     count = reference_counters()[reference]
     low = {}
     for view in claude_code_views_of_email():
-        if estimate_tokens(view.text, profile) < 0.95 * count(view.text):
+        if estimate_tokens(view.text, profile) < VIEW_FLOOR * count(view.text):
             low[view.name] = round(estimate_tokens(view.text, profile) / count(view.text), 3)
     assert low == {}

@@ -1,5 +1,5 @@
-"""``python -m bench.fit_variants`` (the README's command): each variant refits with its own settings of ``bench.fit_ascii`` and is judged
-on the held-out goals as ``bench.estimator`` judges the shipped profiles."""
+"""``python -m bench.fit_variants`` (the README's command): each variant refits with its own settings of
+``bench.fit_ascii`` and is judged on the held-out goals as ``bench.estimator`` judges the shipped profiles."""
 
 from __future__ import annotations
 
