@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
 
 from bench import fit_ascii, fit_profiles
-from bench.fit_ascii import PATTERN_OF_PROFILE, PATTERNS, Item, features, names, scripts_only
-from bench.trajectories import trajectory_conversations, trajectory_results
-from plimsoll import estimate_tokens
-from plimsoll.estimate import UNIT, estimated_units
+from bench.fit_ascii import PATTERNS, features, names
 from plimsoll.profiles import PROFILES, profile_data
-
-PROFILES_FITTED = tuple(PATTERN_OF_PROFILE)
+from tests.support_fit import PROFILES_FITTED, few_items
 
 
 def test_a_symbol_discount_is_counted_only_where_the_estimate_applies_it() -> None:
@@ -26,19 +21,6 @@ def test_a_symbol_discount_is_counted_only_where_the_estimate_applies_it() -> No
     assert discounted("│ x " * 64) == 64
     assert discounted("│" + "—" * 63) == 1  # beside the dashes of prose, among the first 64
     assert discounted("—" * 64 + "│") == 0  # only the blocks of the first 64 are looked for
-
-
-def few_items() -> list[Item]:
-    """A few real runs and results, their real counts the shipped estimates ÷ 1.2 (for every profile)."""
-    texts = [("real conversation", list(c.parts)) for c in trajectory_conversations()[:3]]
-    texts += [("result", [s.text]) for s in trajectory_results()[:6]]
-
-    def item(group: str, parts: list[str]) -> Item:
-        pinned = {p: sum(estimated_units(t, scripts_only(PROFILES[p])) for t in parts) / UNIT for p in PROFILES_FITTED}
-        real = {p: math.ceil(sum(estimate_tokens(t, p) for t in parts) / 1.2) for p in PROFILES_FITTED}
-        return Item(group, "test", sum(features(t) for t in parts), pinned, real)
-
-    return [item(group, parts) for group, parts in texts]
 
 
 def test_the_patterns_are_compared_on_the_fitted_conversations(

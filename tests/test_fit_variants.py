@@ -10,7 +10,7 @@ import pytest
 from bench import fit_ascii, fit_variants
 from bench.estimator import Counting, tool_output_goals, trajectory_ratios
 from plimsoll.profiles import PROFILES
-from tests.test_fit_ascii import few_items
+from tests.support_fit import few_items
 
 ARROW = b"\xe2\x86"
 
