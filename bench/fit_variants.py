@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", action="append", choices=SWEPT, help="only these (repeatable)")
     args = parser.parse_args(argv)
     print("# Refitting the ASCII weights otherwise: the held-out goals\n")
-    print(header(shlex.join(["python", "-m", "bench.fit_variants", *(argv or [])])) + "\n")
+    print(header(shlex.join(["python", "-m", "bench.fit_variants", *argv])) + "\n")
     print(
         f"Goals, on the held-out made tool output and real runs: conversations ≥ {CONVERSATION_GOAL[0]:.2f}, "
         f"median conversation ≤ {CONVERSATION_GOAL[1]}, results ≥ {RESULT_TOKENS} tokens ≥ {RESULT_GOAL}.\n"
