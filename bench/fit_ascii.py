@@ -48,6 +48,7 @@ from bench.fit_shared import (
     add_output_flags,
     add_profile_flag,
     chunks_of,
+    solver_output_to_stderr,
     write,
 )
 from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
@@ -238,13 +239,14 @@ def solve(items: list[Item], profile: str, pattern: bytes | None = None, relaxed
             objective += share * (x[mask] / real[mask, None]).mean(axis=0)
     step = np.array([FINE_STEP if c.startswith(("pattern", "discount")) else TABLE_STEP for c in columns])
     low, high = np.array([_bounds(c, pattern, profile) for c in columns]).T
-    solved = milp(
-        objective * step,
-        constraints=LinearConstraint(np.array(rows) * step, -np.inf, np.array(right)),
-        integrality=np.zeros(len(columns)) if relaxed else np.ones(len(columns)),
-        bounds=Bounds(np.ceil(low / step - 1e-9), np.floor(high / step + 1e-9)),
-        options={"time_limit": 90},
-    )
+    with solver_output_to_stderr():
+        solved = milp(
+            objective * step,
+            constraints=LinearConstraint(np.array(rows) * step, -np.inf, np.array(right)),
+            integrality=np.zeros(len(columns)) if relaxed else np.ones(len(columns)),
+            bounds=Bounds(np.ceil(low / step - 1e-9), np.floor(high / step + 1e-9)),
+            options={"time_limit": 90},
+        )
     if solved.x is None:
         raise SystemExit(f"{profile}: no weights satisfy the constraints ({solved.message})")
     weights = (solved.x if relaxed else np.round(solved.x)) * step

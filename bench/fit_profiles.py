@@ -53,6 +53,7 @@ from bench.fit_shared import (
     add_output_flags,
     add_profile_flag,
     chunks_of,
+    solver_output_to_stderr,
     write,
 )
 from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
@@ -218,16 +219,17 @@ def solve(chunks: list[Chunk], reference: str, pinned: dict[str, float]) -> np.n
     high = np.array([np.inf if b[1] is None else b[1] for b in bounds], dtype=float) / scale
     integrality = np.array([1] * len(names) + [0] * slacks)
     matrix = np.vstack(rows) * scale
-    solved = milp(
-        objective * scale,
-        constraints=LinearConstraint(matrix, -np.inf, np.concatenate(right)),
-        integrality=integrality,
-        bounds=Bounds(
-            np.where(integrality == 1, np.ceil(low - 1e-9), low),
-            np.where(integrality == 1, np.floor(high + 1e-9), high),
-        ),
-        options={"time_limit": 120},
-    )
+    with solver_output_to_stderr():
+        solved = milp(
+            objective * scale,
+            constraints=LinearConstraint(matrix, -np.inf, np.concatenate(right)),
+            integrality=integrality,
+            bounds=Bounds(
+                np.where(integrality == 1, np.ceil(low - 1e-9), low),
+                np.where(integrality == 1, np.floor(high + 1e-9), high),
+            ),
+            options={"time_limit": 120},
+        )
     if solved.x is None:
         raise SystemExit(f"{reference}: no weights satisfy the constraints ({solved.message})")
     return np.array(solved.x[: len(names)] * scale[: len(names)])

@@ -39,6 +39,7 @@ from bench.fit_shared import (
     SOFT_PENALTY,
     add_output_flags,
     chunks_of,
+    solver_output_to_stderr,
     write,
 )
 from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
@@ -138,15 +139,16 @@ def solve(chunks: list[Chunk], corpus: dict[str, str], name: str) -> Profile:
     high = np.array([TABLE_MAX - w if c in SCRIPT_CLASSES else -w for c, w in zip(columns, current, strict=True)])
     objective = np.concatenate([(every / real_of_every[:, None]).mean(axis=0), np.full(slacks, SOFT_PENALTY)])
     integrality = np.array([1] * len(columns) + [0] * slacks)
-    solved = milp(
-        objective * step,
-        constraints=LinearConstraint(np.vstack(rows) * step, -np.inf, np.concatenate(right)),
-        integrality=integrality,
-        bounds=Bounds(
-            np.zeros(len(step)), np.concatenate([np.floor(high / step[: len(columns)] + 1e-9), [np.inf] * slacks])
-        ),
-        options={"time_limit": 120},
-    )
+    with solver_output_to_stderr():
+        solved = milp(
+            objective * step,
+            constraints=LinearConstraint(np.vstack(rows) * step, -np.inf, np.concatenate(right)),
+            integrality=integrality,
+            bounds=Bounds(
+                np.zeros(len(step)), np.concatenate([np.floor(high / step[: len(columns)] + 1e-9), [np.inf] * slacks])
+            ),
+            options={"time_limit": 120},
+        )
     if solved.x is None:
         raise SystemExit(f"{name}: no weights satisfy the constraints ({solved.message})")
     rise = np.round(solved.x[: len(columns)]) * step[: len(columns)]

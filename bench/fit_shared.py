@@ -4,8 +4,12 @@ part): how texts are cut into chunks, the corpus goals both hold, and the data f
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from bench.reference import REFERENCE_OF_PROFILE
@@ -25,6 +29,21 @@ GENERATED_BY = (
     "(the ASCII part, on agent tool output and real agent runs); o200k's last: --ascii --profile o200k --write, then "
     "--scripts --write; see the README's Token estimates section"
 )
+
+
+@contextmanager
+def solver_output_to_stderr() -> Iterator[None]:
+    """HiGHS, under scipy's ``milp``, prints stray lines from C to the process's standard output, where a report
+    redirected into a results file would take them in: while the solver runs, that output goes to standard error."""
+    sys.stdout.flush()
+    kept = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        ctypes.CDLL(None).fflush(None)  # C's buffered lines leave before standard output is put back
+        os.dup2(kept, 1)
+        os.close(kept)
 
 
 def chunks_of(text: str, size: int) -> list[str]:

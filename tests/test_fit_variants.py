@@ -4,6 +4,9 @@ tests use cl100k, whose tokenizer is here without ``../shared``."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -51,3 +54,19 @@ def test_a_count_that_falls_under_is_judged_not_met() -> None:
     row = fit_variants.judged("characters / 4", Counting("cl100k", PROFILES["chars4"], "cl100k"))
     assert "conversations never under (real runs, held out)" in row.unmet
     assert min(row.runs) < 1.0
+
+
+def test_what_the_solver_prints_from_c_stays_out_of_a_redirected_report(tmp_path: Path) -> None:
+    script = (
+        "import ctypes\n"
+        "from bench.fit_shared import solver_output_to_stderr\n"
+        "print('before')\n"
+        "with solver_output_to_stderr():\n"
+        "    ctypes.CDLL(None).printf(b'from the solver\\n')\n"
+        "print('after')\n"
+    )
+    report, errors = tmp_path / "report.md", tmp_path / "errors.txt"
+    with report.open("w") as out, errors.open("w") as err:
+        subprocess.run([sys.executable, "-c", script], stdout=out, stderr=err, check=True)
+    assert report.read_text().split() == ["before", "after"]
+    assert "from the solver" in errors.read_text()
