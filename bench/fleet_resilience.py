@@ -23,7 +23,10 @@ class More:
 
 
 def run(*, scaled: bool) -> More:
-    demand = fleet_demand.run(fleet_demand.SCALED if scaled else fleet_demand.FULL)
+    if scaled:
+        demand = fleet_demand.run(fleet_demand.SCALED, fleet_demand.SCALED_LEVELS)
+    else:
+        demand = fleet_demand.run(fleet_demand.FULL)
     kill = fleet_recovery.measure_kill(fleet_recovery.KillRun(queued=150 if scaled else 1_000))
     hang = fleet_recovery.measure_hang(SCALED_IDLE_SECONDS if scaled else None)
     return More(demand=demand, kill=kill, hang=hang)

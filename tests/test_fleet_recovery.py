@@ -1,6 +1,7 @@
 """Scaled-down ``python -m bench.fleet`` measurements beyond the burst: two workers with different hostnames
 sharing the limiter, real Redis, real Celery workers, the emulator over HTTP, the default settings (only the hung
-call's idle timeout is lowered, to 5 s; the full run measures the default 120 s). Each fails on NOT MET."""
+call's idle timeout is lowered, to 5 s; the full run measures the default 120 s). Each fails on NOT MET. Of the
+demand levels only 1/5 runs here: 1/2 binds only on the full run's longer burst (bench/results/fleet_resilience.md)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ def test_a_hung_call_releases_its_job_within_the_idle_timeout() -> None:
     assert result.released is not None and result.released >= 0.9 * fleet_resilience.SCALED_IDLE_SECONDS
 
 
-def test_no_job_fails_at_a_fifth_or_a_half_of_its_demand() -> None:
-    demand = fleet_demand.run(fleet_demand.SCALED)
+def test_no_job_fails_at_a_fifth_of_its_demand() -> None:
+    demand = fleet_demand.run(fleet_demand.SCALED, fleet_demand.SCALED_LEVELS)
     print("\n".join(fleet_demand.render(fleet_demand.SCALED, demand)))
     assert [goal.text for goal in fleet_demand.goals(demand) if not goal.met] == []
     fifth = next(level for level in demand.levels if level.divisor == 5)
