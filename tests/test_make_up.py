@@ -138,7 +138,10 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
     api_port, flower_port, emulator_port = spare_ports(3)
     login = ("tester", secrets.token_hex(8))
     queue = f"plimsoll-up-{uuid.uuid4().hex[:8]}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PLIMSOLL_", "FLOWER_")) or "_TEST_" in k}
+    # A person's terminal, not the `make test` this suite may run under: no PLIMSOLL_ settings of the suite's, and no
+    # make of its own around `make up` (its MAKELEVEL would have `make up` print "Leaving directory" after Ctrl-C).
+    inherited = ("PLIMSOLL_", "FLOWER_", "MAKELEVEL", "MAKEFLAGS", "MFLAGS")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(inherited) or "_TEST_" in k}
     env.update(
         PLIMSOLL_DATABASE_URL=own_database,
         PLIMSOLL_ADMIN_USER=make_url(POSTGRES_URL).username or "postgres",
