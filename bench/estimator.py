@@ -35,7 +35,7 @@ from bench.reference import (
 )
 from bench.report import table
 from bench.samples import unseen_samples
-from bench.tool_output import Conversation, Sample, conversations, tool_outputs
+from bench.tool_output import Conversation, Sample, conversations, tool_outputs, written_files
 from bench.trajectories import trajectory_conversations, trajectory_results
 from demo.chapters import chapters
 from models.counting import TIKTOKEN_FILES, load_counter, tokenizer_file
@@ -144,7 +144,10 @@ def ratios(
 
 
 def tool_output_table(countings: Sequence[Counting], by_kind: Ratios, whole: dict[str, list[float]]) -> str:
-    labels = [c.label for c in countings if c.label in whole]
+    """A row for each kind, one for every result, and one for the whole conversations where there are any."""
+    counted = {label for r in by_kind.values() for label in r} | set(whole)
+    countings = [c for c in countings if c.label in counted]
+    labels = [c.label for c in countings]
     rows = [
         [kind, str(len(next(iter(r.values()), []))), *(spread(r.get(label, [])) for label in labels)]
         for kind, r in by_kind.items()
@@ -157,9 +160,10 @@ def tool_output_table(countings: Sequence[Counting], by_kind: Ratios, whole: dic
             *(spread(every[label]) for label in labels),
         ]
     )
-    count = len(next(iter(whole.values()), []))
-    rows.append([f"whole conversations ({count})", "", *(spread(whole[label]) for label in labels)])
-    header = [f"{c.label} ÷ {c.reference}: min / median / max / under 1.0" for c in countings if c.label in whole]
+    if whole:
+        count = len(next(iter(whole.values()), []))
+        rows.append([f"whole conversations ({count})", "", *(spread(whole[label]) for label in labels)])
+    header = [f"{c.label} ÷ {c.reference}: min / median / max / under 1.0" for c in countings]
     return table(["kind", "results", *header], rows)
 
 
@@ -367,6 +371,14 @@ def main() -> None:
     held_real_kinds, held_real_whole = trajectory_ratios(fitted, held_out=True)
     print("\n## Real agent runs, held out: never fitted to\n")
     print(table_or_skip(fitted, held_real_kinds, held_real_whole))
+    print(
+        "\n## Files written through tool calls (assistant messages: a Write call or function-call arguments, the "
+        "content JSON-escaped; bench/tool_output.py), not fitted to\n"
+    )
+    written = {held_out: ratios(fitted, written_files(held_out), [])[0] for held_out in (False, True)}
+    print(table_or_skip(fitted, written[False], {}))
+    print("\nThe same, drawn from the held-out packages:\n")
+    print(table_or_skip(fitted, written[True], {}))
     print(f"\n## Exact counts (models/counting.py, tokenizers from {exact_folder()}), held-out set\n")
     print(table_or_skip(exacts, *tool_output_ratios(exacts, held_out=True)))
     print("\nThe same on the real agent runs held out:\n")
@@ -396,7 +408,7 @@ def main() -> None:
 
 
 def table_or_skip(countings: Sequence[Counting], by_kind: Ratios, whole: dict[str, list[float]]) -> str:
-    return tool_output_table(countings, by_kind, whole) if whole else "Skipped: no reference tokenizer."
+    return tool_output_table(countings, by_kind, whole) if whole or by_kind else "Skipped: no reference tokenizer."
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -579,6 +579,44 @@ def numeric_tables() -> list[Sample]:
     return [s for s in samples if s.text.strip()]
 
 
+WRITTEN = {  # what an agent writes, by the kind of file
+    "Python": (".py",),
+    "web (JS, HTML, CSS)": (".js", ".html", ".css"),
+    "text (Markdown, templates, config)": (".md", ".txt", ".rst", ".mako", ".toml", ".cfg", ".ini"),
+}
+
+
+def _written_files() -> list[Sample]:
+    """Files as an agent writes them, the content JSON-escaped in its tool call: alternately a Claude Code Write call
+    as ``bench.trajectories`` writes calls (``json.dumps(indent=2)``) and OpenAI function-call arguments (compact)."""
+    samples = []
+    for seed, (language, suffixes) in enumerate(WRITTEN.items(), start=20):
+        files = [f for p in _packages() for f in _files(p, suffixes) if ".min." not in f.name]
+
+        def calls(files: list[Path]) -> Iterator[tuple[str, str]]:
+            for n, path in enumerate(files):
+                text = _cut(path.read_text(encoding="utf-8", errors="replace"), SIZES[n % len(SIZES)])
+                shown = _shown(path)
+                if n % 2:
+                    yield f"write {shown}", json.dumps({"path": shown, "content": text})
+                else:
+                    call = {"name": "Write", "input": {"file_path": shown, "content": text}}
+                    yield f"Write {shown}", json.dumps(call, indent=2)
+
+        readable = [f for f in files if f.stat().st_size >= 1_500]
+        samples += [Sample(f"{language}, written by a tool call", n, t) for n, t in calls(_pick(readable, 8, seed))]
+    return samples
+
+
+def _drawn(makers: tuple[Callable[[], list[Sample]], ...], held_out: bool) -> tuple[Sample, ...]:
+    """What ``makers`` make from the default set's packages and seeds, or (``held_out``) from the held-out set's."""
+    _drawing.packages, _drawing.seed = (HELD_OUT_PACKAGES, HELD_OUT_SEED) if held_out else (PACKAGES, 0)
+    try:
+        return tuple(s for make in makers for s in make())
+    finally:
+        _drawing.packages, _drawing.seed = PACKAGES, 0
+
+
 @cache
 def tool_outputs(held_out: bool = False) -> tuple[Sample, ...]:
     """The whole set, in a fixed order; ``held_out``: the set drawn from other packages and seeds."""
@@ -586,11 +624,14 @@ def tool_outputs(held_out: bool = False) -> tuple[Sample, ...]:
         *(paths, directory_views, temp_listings, ls_long, json_output, api_json, logs, diffs),
         *(sources, agent_file_views, grep_hits, test_runs, test_logs, encoded),
     )
-    _drawing.packages, _drawing.seed = (HELD_OUT_PACKAGES, HELD_OUT_SEED) if held_out else (PACKAGES, 0)
-    try:
-        return tuple(s for make in (*makers, repeats, numeric_tables) for s in make())
-    finally:
-        _drawing.packages, _drawing.seed = PACKAGES, 0
+    return _drawn((*makers, repeats, numeric_tables), held_out)
+
+
+@cache
+def written_files(held_out: bool = False) -> tuple[Sample, ...]:
+    """Files written through tool calls (:func:`_written_files`): assistant messages, not tool output, so not in
+    :func:`tool_outputs` and not fitted to (``bench.estimator`` reports them); ``held_out``: other packages."""
+    return _drawn((_written_files,), held_out)
 
 
 INSTRUCTIONS = (

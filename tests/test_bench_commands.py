@@ -22,11 +22,12 @@ def test_the_worker_overhead_benchmark_times_every_size(
     assert not [r for r in caplog.records if "not queued" in r.getMessage()]
 
 
-# Measured and reported (README, "Token estimates"): on the 19 held-out real agent runs the median run is over 1.15
-# under claude (1.180) and cl100k (1.157), the high side; no run is under its real count under any profile.
+# Measured and reported (README, "Token estimates"): on the 24 held-out real agent runs the median run is over 1.15
+# under claude (1.152), the high side, and one run of the fourth round is under its real count under o200k (0.994;
+# tests/test_trajectories.py holds it there).
 KNOWN_SHORTFALL = (
     "claude: median conversation ≤ 1.15 (real agent runs, held out)",
-    "cl100k: median conversation ≤ 1.15 (real agent runs, held out)",
+    "o200k: conversations never under (real agent runs, held out)",
 )
 
 
@@ -35,6 +36,7 @@ def test_the_estimator_benchmark_judges_its_goals(capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     assert "## Goals" in out and "estimate_tokens('claude') ≥ 20× tiktoken encode on mixed text" in out
     assert "agent tool output" in out and "Real agent runs, held out" in out and "ms per MB" in out
+    assert "## Files written through tool calls" in out and "Python, written by a tool call" in out
     goals = out.split("## Goals", 1)[1]
     for goal in (
         "(held out)",

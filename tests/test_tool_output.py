@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 from functools import cache
@@ -9,7 +10,7 @@ from functools import cache
 import pytest
 
 from bench.reference import REFERENCE_OF_PROFILE, Counter, reference_counters
-from bench.tool_output import Sample, conversations, tool_outputs
+from bench.tool_output import SHOWN_SITE, SITE, WRITTEN, Sample, conversations, tool_outputs, written_files
 from plimsoll import estimate_tokens
 
 FITTED = ("claude", "cl100k", "o200k")
@@ -53,6 +54,22 @@ def test_agent_views_show_absolute_paths_under_random_temporary_folders_and_numb
     views = [s.text for s in tool_outputs() if s.kind == "source, numbered agent view"]
     assert all(re.fullmatch(r" {0,5}\d{1,6}\t.*", line) for text in views for line in text.splitlines()[1:])
     assert any(not text.splitlines()[1].startswith("     1\t") for text in views)  # ranges deep in a file
+
+
+@pytest.mark.parametrize("held_out", SETS)
+def test_files_written_by_tool_calls_carry_the_start_of_a_real_file_json_escaped(held_out: bool) -> None:
+    written = written_files(held_out)
+    assert {s.kind for s in written} == {f"{language}, written by a tool call" for language in WRITTEN}
+    styles = set()
+    for sample in written:
+        call = json.loads(sample.text)
+        styles.add("pretty" if sample.text.startswith('{\n  "name": "Write"') else "compact")
+        arguments = call.get("input", call)
+        path, content = arguments.get("file_path", arguments.get("path")), arguments["content"]
+        assert content and SITE.joinpath(path.removeprefix(SHOWN_SITE + "/")).read_text(errors="replace").startswith(
+            content
+        )
+    assert styles == {"pretty", "compact"}
 
 
 @pytest.mark.parametrize("held_out", SETS)
