@@ -587,25 +587,27 @@ WRITTEN = {  # what an agent writes, by the kind of file
 
 
 def _written_files() -> list[Sample]:
-    """Files as an agent writes them, the content JSON-escaped in its tool call: alternately a Claude Code Write call
-    as ``bench.trajectories`` writes calls (``json.dumps(indent=2)``) and OpenAI function-call arguments (compact)."""
+    """Files as an agent writes them, the content JSON-escaped in its tool call (:func:`_write_calls`)."""
     samples = []
     for seed, (language, suffixes) in enumerate(WRITTEN.items(), start=20):
         files = [f for p in _packages() for f in _files(p, suffixes) if ".min." not in f.name]
-
-        def calls(files: list[Path]) -> Iterator[tuple[str, str]]:
-            for n, path in enumerate(files):
-                text = _cut(path.read_text(encoding="utf-8", errors="replace"), SIZES[n % len(SIZES)])
-                shown = _shown(path)
-                if n % 2:
-                    yield f"write {shown}", json.dumps({"path": shown, "content": text})
-                else:
-                    call = {"name": "Write", "input": {"file_path": shown, "content": text}}
-                    yield f"Write {shown}", json.dumps(call, indent=2)
-
         readable = [f for f in files if f.stat().st_size >= 1_500]
-        samples += [Sample(f"{language}, written by a tool call", n, t) for n, t in calls(_pick(readable, 8, seed))]
+        kind = f"{language}, written by a tool call"
+        samples += [Sample(kind, name, call) for name, call in _write_calls(_pick(readable, 8, seed))]
     return samples
+
+
+def _write_calls(files: list[Path]) -> Iterator[tuple[str, str]]:
+    """Each file cut to the next of :data:`SIZES`, written alternately by a Claude Code Write call as
+    ``bench.trajectories`` writes calls (``json.dumps(indent=2)``) and by OpenAI function-call arguments (compact)."""
+    for n, path in enumerate(files):
+        text = _cut(path.read_text(encoding="utf-8", errors="replace"), SIZES[n % len(SIZES)])
+        shown = _shown(path)
+        if n % 2:
+            yield f"write {shown}", json.dumps({"path": shown, "content": text})
+        else:
+            call = {"name": "Write", "input": {"file_path": shown, "content": text}}
+            yield f"Write {shown}", json.dumps(call, indent=2)
 
 
 def _drawn(makers: tuple[Callable[[], list[Sample]], ...], held_out: bool) -> tuple[Sample, ...]:
