@@ -18,7 +18,9 @@ are. What is fitted, by one mixed-integer program per profile, is what tool outp
 
 Constraints: every chunk of the shared corpus at or above 1.01 x its real count and every corpus file at most
 1.145 x (the corpus goals); every tool result of ``bench.tool_output`` and of the real agent runs' fitting split
-(``bench.trajectories``) with at least 500 real tokens at or above ``RESULT_FLOOR`` x; every agent conversation of
+(``bench.trajectories``), and every file written through a tool call (``bench.tool_output.written_files``, the
+fitting draw: the content JSON-escaped, where a line break is two characters the tokenizers charge more for than the
+fit's own line break), with at least 500 real tokens at or above ``RESULT_FLOOR`` x; every agent conversation of
 both at or above ``CONVERSATION_FLOOR`` x (per profile); and the messages of every Latin-script language in this
 machine's message catalogs (``bench.fit_scripts.catalog_texts``; Polish, Italian, Basque...: the ASCII letters are
 most of what they are made of, yet the corpus's only Latin-script prose is English) at or above what the profile
@@ -52,7 +54,7 @@ from bench.fit_shared import (
     write,
 )
 from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
-from bench.tool_output import conversations, tool_outputs
+from bench.tool_output import conversations, tool_outputs, written_files
 from bench.trajectories import trajectory_conversations, trajectory_results
 from plimsoll.estimate import CLASS_RANGES, TABLE_UNIT, UNIT, Profile, _scripts, estimated_units
 from plimsoll.profiles import PROFILES, profile_data
@@ -186,7 +188,7 @@ def collect() -> list[Item]:
         for name, text in corpus_files().items()
         for piece in chunks_of(text, CHUNK_CHARS["corpus"])
     ]
-    items += [item("result", s.kind, [s.text]) for s in (*tool_outputs(), *trajectory_results())]
+    items += [item("result", s.kind, [s.text]) for s in (*tool_outputs(), *trajectory_results(), *written_files())]
     items += [item("conversation", c.name, list(c.parts)) for c in conversations()]
     items += [item("real conversation", c.name, list(c.parts)) for c in trajectory_conversations()]
     for language, text in catalog_texts().items():

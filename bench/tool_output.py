@@ -632,7 +632,8 @@ def tool_outputs(held_out: bool = False) -> tuple[Sample, ...]:
 @cache
 def written_files(held_out: bool = False) -> tuple[Sample, ...]:
     """Files written through tool calls (:func:`_written_files`): assistant messages, not tool output, so not in
-    :func:`tool_outputs` and not fitted to (``bench.estimator`` reports them); ``held_out``: other packages."""
+    :func:`tool_outputs` (``bench.fit_ascii`` fits to them, ``bench.estimator`` reports them); ``held_out``: other
+    packages."""
     return _drawn((_written_files,), held_out)
 
 
