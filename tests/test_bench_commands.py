@@ -28,6 +28,9 @@ def test_the_worker_overhead_benchmark_times_every_size(
 KNOWN_SHORTFALL = (
     "claude: median conversation ≤ 1.15 (real agent runs, held out)",
     "o200k: conversations never under (real agent runs, held out)",
+    # fitted before the files written through tool calls were (tests/test_tool_output.py: KNOWN_LOW_WRITTEN)
+    "cl100k: every file written through a tool call ≥ 500 tokens ≥ 0.9 (held out)",
+    "o200k: every file written through a tool call ≥ 500 tokens ≥ 0.9",
 )
 
 
