@@ -16,8 +16,6 @@ from bench.estimator import Counting, tool_output_goals, trajectory_ratios
 from plimsoll.profiles import PROFILES
 from tests.support_fit import few_items
 
-ARROW = b"\xe2\x86"
-
 
 def test_the_shipped_row_is_what_the_estimator_measures() -> None:
     [row] = fit_variants.run([fit_variants.SHIPPED], ["cl100k"])
@@ -35,14 +33,14 @@ def test_a_variant_refits_with_its_settings_and_puts_them_back(
     solve = fit_ascii.solve
 
     def recording(items: list[fit_ascii.Item], profile: str) -> dict[str, float]:
-        seen.append(fit_ascii.SYMBOL_DISCOUNTS[ARROW])
+        seen.append(fit_ascii.symbol_floor(profile, fit_ascii.ARROW))
         return solve(items, profile)
 
     monkeypatch.setattr(fit_ascii, "collect", few_items)
     monkeypatch.setattr(fit_ascii, "solve", recording)
     variants = ("the shipped choices, refitted", "an arrow may cost nothing")
     fit_variants.main(["--profile", "cl100k", *(a for v in variants for a in ("--variant", v))])
-    assert seen == [1.0, 0.0] and fit_ascii.SYMBOL_DISCOUNTS[ARROW] == 1.0
+    assert seen == [1.0, 0.0] and fit_ascii.symbol_floor("cl100k", fit_ascii.ARROW) == 1.0
     out = capsys.readouterr().out
     for variant in variants:
         [row] = [line for line in out.splitlines() if line.startswith(f"| {variant} | cl100k |")]
