@@ -257,6 +257,9 @@ def solve(items: list[Item], profile: str, pattern: bytes | None = None, relaxed
         )
     if solved.x is None:
         raise SystemExit(f"{profile}: no weights satisfy the constraints ({solved.message})")
+    if not relaxed:  # a fit stopped by the time limit is not proven best, and may differ on a faster machine
+        gap = f"gap {solved.mip_gap:.1e}, {solved.mip_node_count} nodes"
+        print(f"# {profile}: {solved.message} ({gap})", file=sys.stderr)
     weights = (solved.x if relaxed else np.round(solved.x)) * step
     ratios = (x @ weights + pinned) / real
     for group in () if relaxed else OBJECTIVE_SHARES:

@@ -93,8 +93,15 @@ def _rng(seed: int) -> random.Random:
     return random.Random(seed + _drawing.seed)
 
 
+@cache
+def _tree(folder: Path) -> tuple[Path, ...]:
+    """Every path under ``folder`` outside ``__pycache__``, sorted: walked once, as the makers and both draws list
+    the same folders again and again."""
+    return tuple(sorted(p for p in folder.rglob("*") if "__pycache__" not in p.parts))
+
+
 def _files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
-    return sorted(p for p in folder.rglob("*") if p.suffix in suffixes and p.is_file() and "__pycache__" not in p.parts)
+    return [p for p in _tree(folder) if p.suffix in suffixes and p.is_file()]
 
 
 def _pick(paths: list[Path], count: int, seed: int) -> list[Path]:
@@ -610,6 +617,7 @@ def _write_calls(files: list[Path]) -> Iterator[tuple[str, str]]:
             yield f"Write {shown}", json.dumps(call, indent=2)
 
 
+@cache  # here, not on the callers: a cache keys on the arguments as given, and tool_outputs() is tool_outputs(False)
 def _drawn(makers: tuple[Callable[[], list[Sample]], ...], held_out: bool) -> tuple[Sample, ...]:
     """What ``makers`` make from the default set's packages and seeds, or (``held_out``) from the held-out set's."""
     _drawing.packages, _drawing.seed = (HELD_OUT_PACKAGES, HELD_OUT_SEED) if held_out else (PACKAGES, 0)
@@ -619,17 +627,17 @@ def _drawn(makers: tuple[Callable[[], list[Sample]], ...], held_out: bool) -> tu
         _drawing.packages, _drawing.seed = PACKAGES, 0
 
 
-@cache
+TOOL_OUTPUT_MAKERS = (
+    *(paths, directory_views, temp_listings, ls_long, json_output, api_json, logs, diffs),
+    *(sources, agent_file_views, grep_hits, test_runs, test_logs, encoded, repeats, numeric_tables),
+)
+
+
 def tool_outputs(held_out: bool = False) -> tuple[Sample, ...]:
     """The whole set, in a fixed order; ``held_out``: the set drawn from other packages and seeds."""
-    makers = (
-        *(paths, directory_views, temp_listings, ls_long, json_output, api_json, logs, diffs),
-        *(sources, agent_file_views, grep_hits, test_runs, test_logs, encoded),
-    )
-    return _drawn((*makers, repeats, numeric_tables), held_out)
+    return _drawn(TOOL_OUTPUT_MAKERS, held_out)
 
 
-@cache
 def written_files(held_out: bool = False) -> tuple[Sample, ...]:
     """Files written through tool calls (:func:`_written_files`): assistant messages, not tool output, so not in
     :func:`tool_outputs` (``bench.fit_ascii`` fits to them, ``bench.estimator`` reports them); ``held_out``: other
