@@ -257,7 +257,7 @@ def solve(items: list[Item], profile: str, pattern: bytes | None = None, relaxed
         )
     if solved.x is None:
         raise SystemExit(f"{profile}: no weights satisfy the constraints ({solved.message})")
-    if not relaxed:  # a fit stopped by the time limit is not proven best, and may differ on a faster machine
+    if not relaxed:  # stopped by its time limit, a fit is not proven best: a faster or busier machine stops elsewhere
         gap = f"gap {solved.mip_gap:.1e}, {solved.mip_node_count} nodes"
         print(f"# {profile}: {solved.message} ({gap})", file=sys.stderr)
     weights = (solved.x if relaxed else np.round(solved.x)) * step
