@@ -121,7 +121,7 @@ def _sized(kind: str, texts: Iterator[tuple[str, str]]) -> list[Sample]:
 def paths() -> list[Sample]:
     def listings() -> Iterator[tuple[str, str]]:
         for package in _packages():
-            files = [p for p in sorted(package.rglob("*")) if "__pycache__" not in p.parts]
+            files = _tree(package)
             yield f"find {package.name} (absolute)", "".join(f"{_shown(p)}\n" for p in files)
             yield (
                 f"find . -name '*.py' in {package.name}",
