@@ -61,3 +61,10 @@ def test_one_profile_is_refitted_and_the_others_are_written_as_they_are(
         if letter.isalpha():
             spread = cost - refit["weights"]["lower" if letter.islower() else "upper"]
             assert low - 1e-9 <= spread <= high + 1e-9
+
+
+def test_a_fit_stopped_by_its_clock_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a fit stops on a clock depends on the machine and its load: such weights are never written."""
+    monkeypatch.setattr(fit_ascii, "TIME_LIMIT", 0)
+    with pytest.raises(SystemExit, match="not within"):
+        fit_ascii.solve(few_items(), "cl100k")
