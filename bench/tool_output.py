@@ -457,8 +457,12 @@ def diffs() -> list[Sample]:
 
 
 def sources() -> list[Sample]:
-    python = _pick(_files(STDLIB, (".py",)), 12, 1) + _pick([f for p in _packages() for f in _files(p, (".py",))], 8, 2)
-    c_files = _pick(_files(INCLUDE, (".h",)), 8, 3) + _pick(_files(Path("/usr/include"), (".h",)), 8, 4)
+    # The standard library's own modules, not the base interpreter's site-packages: what the machine installed.
+    stdlib = [f for f in _files(STDLIB, (".py",)) if "site-packages" not in f.parts]
+    python = _pick(stdlib, 12, 1) + _pick([f for p in _packages() for f in _files(p, (".py",))], 8, 2)
+    # C headers of the pinned interpreter and of the locked numpy, not /usr/include, whose Debian packages differ
+    # from one machine to the next (and so did the set, and every figure made from it).
+    c_files = _pick(_files(INCLUDE, (".h",)), 8, 3) + _pick(_files(SITE / "numpy", (".h",)), 8, 4)
     scripts = [f for f in _files(SITE, (".js", ".mjs")) if ".min." not in f.name]
     minified = [f for f in _files(SITE, (".js",)) if ".min." in f.name]
 
@@ -533,7 +537,7 @@ def test_runs() -> list[Sample]:
 
 
 def encoded() -> list[Sample]:
-    binaries = _pick([f for f in SITE.rglob("*.so") if f.stat().st_size > 40_000], 4, 7)
+    binaries = _pick([f for f in _files(SITE, (".so",)) if f.stat().st_size > 40_000], 4, 7)
     samples = []
     for n, path in enumerate(binaries):
         data = path.read_bytes()[4096 : 4096 + 9_000]
@@ -541,7 +545,7 @@ def encoded() -> list[Sample]:
         samples.append(Sample("base64", f"base64 one line {path.name}", base64.b64encode(data[:6_000]).decode()))
         dump = _run("xxd", str(path)) if n < 2 else _run("od", "-A", "x", "-t", "x1z", str(path))
         samples.append(Sample("hex dump, hashes", f"hex dump {path.name}", _cut(dump, SIZES[n % len(SIZES)])))
-    compressed = _pick([f for f in SITE.rglob("*") if f.suffix in (".png", ".gz") and f.stat().st_size > 12_000], 4, 12)
+    compressed = _pick([f for f in _files(SITE, (".png", ".gz")) if f.stat().st_size > 12_000], 4, 12)
     for n, path in enumerate(compressed):  # compressed bytes look random: images as agents see them
         data = path.read_bytes()[:9_000]
         mime = "image/png" if path.suffix == ".png" else "application/gzip"
