@@ -22,13 +22,13 @@ def test_the_worker_overhead_benchmark_times_every_size(
     assert not [r for r in caplog.records if "not queued" in r.getMessage()]
 
 
-# Measured and reported (README, "Token estimates"): on the 24 held-out real agent runs one run of the fourth round
-# is under its real count under o200k (0.994; tests/test_trajectories.py holds it there).
+# Measured and reported (README, "Token estimates"): on the 29 held-out real agent runs, the fifth round's five among
+# them (taken by a rule fixed before any was counted), the median run sits over 1.15 under claude and cl100k.
 KNOWN_SHORTFALL = (
-    "o200k: conversations never under (real agent runs, held out)",
+    "claude: median conversation ≤ 1.15 (real agent runs, held out)",
+    "cl100k: median conversation ≤ 1.15 (real agent runs, held out)",
     # fitted before the files written through tool calls were (tests/test_tool_output.py: KNOWN_LOW_WRITTEN)
     "cl100k: every file written through a tool call ≥ 500 tokens ≥ 0.9 (held out)",
-    "o200k: every file written through a tool call ≥ 500 tokens ≥ 0.9",
 )
 
 
