@@ -375,7 +375,7 @@ def main() -> None:
     print(table_or_skip(fitted, held_real_kinds, held_real_whole))
     print(
         "\n## Files written through tool calls (assistant messages: a Write call or function-call arguments, the "
-        "content JSON-escaped; bench/tool_output.py), the draw fitted to (claude's weights; cl100k's and o200k's "
+        "content JSON-escaped; bench/tool_output.py), the draw fitted to (claude's and o200k's weights; cl100k's "
         "were fitted before it was added)\n"
     )
     written = {held_out: ratios(fitted, written_files(held_out), [])[0] for held_out in (False, True)}
