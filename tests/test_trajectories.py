@@ -1,7 +1,7 @@
 """Real agent runs from public repositories (``bench/data/trajectories``): where they come from, and the safe side
 of the goals ``bench.estimator`` reports on the part never fitted to, asserted: no run under its real count, no
-result of 500 tokens or more under 0.90. The other side (the median run at most
-1.15) is reported, met or NOT MET, by ``bench.estimator``."""
+result of 500 tokens or more under 0.90. The other side (the median run at most 1.15) is reported, met or NOT MET,
+by ``bench.estimator``."""
 
 from __future__ import annotations
 
