@@ -595,6 +595,7 @@ WRITTEN = {  # what an agent writes, by the kind of file
     "web (JS, HTML, CSS)": (".js", ".html", ".css"),
     "text (Markdown, templates, config)": (".md", ".txt", ".rst", ".mako", ".toml", ".cfg", ".ini"),
 }
+WRITTEN_KINDS = {language: f"{language}, written by a tool call" for language in WRITTEN}
 
 
 def _written_files() -> list[Sample]:
@@ -603,8 +604,9 @@ def _written_files() -> list[Sample]:
     for seed, (language, suffixes) in enumerate(WRITTEN.items(), start=20):
         files = [f for p in _packages() for f in _files(p, suffixes) if ".min." not in f.name]
         readable = [f for f in files if f.stat().st_size >= 1_500]
-        kind = f"{language}, written by a tool call"
-        samples += [Sample(kind, name, call) for name, call in _write_calls(_pick(readable, 8, seed))]
+        samples += [
+            Sample(WRITTEN_KINDS[language], name, call) for name, call in _write_calls(_pick(readable, 8, seed))
+        ]
     return samples
 
 

@@ -12,18 +12,25 @@ from typing import Any
 import pytest
 
 from bench import fit_ascii, fit_variants
-from bench.estimator import Counting, tool_output_goals, trajectory_ratios
+from bench.estimator import Counting, ratios, result_goal, tool_output_goals, trajectory_ratios
+from bench.tool_output import written_files
 from plimsoll.profiles import PROFILES
 from tests.support_fit import few_items
 
 
 def test_the_shipped_row_is_what_the_estimator_measures() -> None:
     [row] = fit_variants.run([fit_variants.SHIPPED], ["cl100k"])
-    kinds, whole = trajectory_ratios([Counting("cl100k", PROFILES["cl100k"], "cl100k")], held_out=True)
+    counting = Counting("cl100k", PROFILES["cl100k"], "cl100k")
+    kinds, whole = trajectory_ratios([counting], held_out=True)
     assert row.runs == whole["cl100k"]
     goals = tool_output_goals(kinds, whole, " (real runs, held out)")
+    written = ratios([counting], written_files(held_out=True), [])[0]
+    goals.append(result_goal("cl100k", written, " (held out)", "file written through a tool call"))
+    assert row.written == [x for r in written.values() for x in r["cl100k"]]
     missed = [g.what.removeprefix("cl100k: ") for g in goals if not g.met]
-    assert missed == [u for u in row.unmet if u.endswith("(real runs, held out)")]
+    assert missed == [
+        u for u in row.unmet if u.endswith(("(real runs, held out)", "tool call ≥ 500 tokens ≥ 0.9 (held out)"))
+    ]
 
 
 def test_a_variant_refits_with_its_settings_and_puts_them_back(
