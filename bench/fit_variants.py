@@ -87,7 +87,7 @@ class Row:
 
 
 def judged(variant: str, counting: Counting) -> Row:
-    """``counting`` on the held-out made tool output and real runs, and the goals it misses there."""
+    """``counting`` on the held-out made tool output, real runs and written files, and the goals it misses there."""
     made_kinds, made_whole = tool_output_ratios([counting], held_out=True)
     real_kinds, real_whole = trajectory_ratios([counting], held_out=True)
     written_kinds = ratios([counting], written_files(held_out=True), [])[0]
