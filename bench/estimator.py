@@ -122,6 +122,11 @@ def trajectory_ratios(countings: Sequence[Counting], held_out: bool = False) -> 
     return ratios(countings, trajectory_results(held_out), trajectory_conversations(held_out))
 
 
+def written_ratios(countings: Sequence[Counting], held_out: bool = False) -> Ratios:
+    """:func:`ratios` on the files written through tool calls (``bench.tool_output.written_files``), by kind."""
+    return ratios(countings, written_files(held_out), [])[0]
+
+
 def ratios(
     countings: Sequence[Counting], samples: Sequence[Sample], whole_conversations: Sequence[Conversation]
 ) -> tuple[Ratios, dict[str, list[float]]]:
@@ -175,6 +180,10 @@ def result_goal(profile: str, by_kind: Ratios, label: str, what: str = "tool res
         lowest >= RESULT_GOAL,
         f"lowest {lowest:.3f} of {len(results)}",
     )
+
+
+def written_goal(profile: str, by_kind: Ratios, label: str) -> Goal:
+    return result_goal(profile, by_kind, label, "file written through a tool call")
 
 
 def tool_output_goals(by_kind: Ratios, whole: dict[str, list[float]], label: str = "") -> list[Goal]:
@@ -378,7 +387,7 @@ def main() -> None:
         "content JSON-escaped; bench/tool_output.py), the draw fitted to (claude's and o200k's weights; cl100k's "
         "were fitted before it was added)\n"
     )
-    written = {held_out: ratios(fitted, written_files(held_out), [])[0] for held_out in (False, True)}
+    written = {held_out: written_ratios(fitted, held_out) for held_out in (False, True)}
     print(table_or_skip(fitted, written[False], {}))
     print("\nThe same, drawn from the held-out packages, never fitted to:\n")
     print(table_or_skip(fitted, written[True], {}))
@@ -403,7 +412,7 @@ def main() -> None:
         *tool_output_goals(held_kinds, held_whole, " (held out)"),
         *tool_output_goals(held_real_kinds, held_real_whole, " (real agent runs, held out)"),
         *(
-            result_goal(c.label, written[held_out], label, "file written through a tool call")
+            written_goal(c.label, written[held_out], label)
             for held_out, label in ((False, ""), (True, " (held out)"))
             for c in fitted
         ),

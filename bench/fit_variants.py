@@ -34,17 +34,17 @@ from bench.estimator import (
     RESULT_TOKENS,
     Counting,
     Goal,
-    ratios,
     real_count,
-    result_goal,
     tool_output_goals,
     tool_output_ratios,
     trajectory_ratios,
+    written_goal,
+    written_ratios,
 )
 from bench.provenance import header
 from bench.reference import REFERENCE_OF_PROFILE, reference_counters
 from bench.report import table
-from bench.tool_output import VIEW_FLOOR, WRITTEN_KINDS, claude_code_views_of_email, written_files
+from bench.tool_output import VIEW_FLOOR, WRITTEN_KINDS, claude_code_views_of_email
 from plimsoll.estimate import Profile, count_tokens
 from plimsoll.profiles import PROFILES
 
@@ -90,11 +90,11 @@ def judged(variant: str, counting: Counting) -> Row:
     """``counting`` on the held-out made tool output, real runs and written files, and the goals it misses there."""
     made_kinds, made_whole = tool_output_ratios([counting], held_out=True)
     real_kinds, real_whole = trajectory_ratios([counting], held_out=True)
-    written_kinds = ratios([counting], written_files(held_out=True), [])[0]
+    written_kinds = written_ratios([counting], held_out=True)
     goals: list[Goal] = [
         *tool_output_goals(made_kinds, made_whole, " (made, held out)"),
         *tool_output_goals(real_kinds, real_whole, " (real runs, held out)"),
-        result_goal(counting.label, written_kinds, " (held out)", "file written through a tool call"),
+        written_goal(counting.label, written_kinds, " (held out)"),
     ]
     results = [x for kinds in (made_kinds, real_kinds) for r in kinds.values() for x in r[counting.label]]
     written = [x for r in written_kinds.values() for x in r[counting.label]]

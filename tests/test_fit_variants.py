@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from bench import fit_ascii, fit_variants
-from bench.estimator import Counting, ratios, result_goal, tool_output_goals, trajectory_ratios
-from bench.tool_output import written_files
+from bench.estimator import Counting, tool_output_goals, trajectory_ratios, written_goal, written_ratios
 from plimsoll.profiles import PROFILES
 from tests.support_fit import few_items
 
@@ -24,8 +23,8 @@ def test_the_shipped_row_is_what_the_estimator_measures() -> None:
     kinds, whole = trajectory_ratios([counting], held_out=True)
     assert row.runs == whole["cl100k"]
     goals = tool_output_goals(kinds, whole, " (real runs, held out)")
-    written = ratios([counting], written_files(held_out=True), [])[0]
-    goals.append(result_goal("cl100k", written, " (held out)", "file written through a tool call"))
+    written = written_ratios([counting], held_out=True)
+    goals.append(written_goal("cl100k", written, " (held out)"))
     assert row.written == [x for r in written.values() for x in r["cl100k"]]
     missed = [g.what.removeprefix("cl100k: ") for g in goals if not g.met]
     assert missed == [
