@@ -67,6 +67,10 @@ VARIANTS: dict[str, Mapping[str, Any] | None] = {
         "LETTER_SPREAD": {**fit_ascii.LETTER_SPREAD, "claude": (-0.5, 0.75), "cl100k": (-0.5, 0.75)}
     },
     "results held at 0.92, not 0.95": {"RESULT_FLOOR": 0.92},
+    "a line break followed by a space (indentation) may cost more than one followed by a word": {
+        "PATTERN_OF_PROFILE": {**fit_ascii.PATTERN_OF_PROFILE, **dict.fromkeys(SWEPT, b"\n ")},
+        "PATTERN_RANGE": (-2.0, 2.0),
+    },
     "results held at 0.92, what agents write at 0.95": {
         "RESULT_FLOOR": 0.92,
         "KIND_FLOORS": {**fit_ascii.KIND_FLOORS, **dict.fromkeys(WRITTEN_KINDS.values(), 0.95)},
