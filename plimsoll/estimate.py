@@ -181,10 +181,14 @@ def estimated_units(text: str, profile: Profile) -> int:
     """The estimate in 1/256 token, before rounding up."""
     if not text:
         return 0
+    return units_of_bytes(text.encode("utf-8", "surrogatepass"), len(text), profile)
+
+
+def units_of_bytes(data: bytes, chars: int, profile: Profile) -> int:
+    """The estimate in 1/256 token of a text of ``chars`` characters whose UTF-8 form is ``data``."""
     compiled = profile._compiled
-    data = text.encode("utf-8", "surrogatepass")
     units = TABLE_UNIT * byte_sum(data.translate(compiled.table), compiled.chunk)
-    units += compiled.char_units * len(text) + compiled.continuation_units * (len(data) - len(text))
+    units += compiled.char_units * chars + compiled.continuation_units * (len(data) - chars)
     for pattern, pattern_units in compiled.patterns:
         units += pattern_units * data.count(pattern)
     for lead, discounts in compiled.discounts:

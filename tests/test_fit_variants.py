@@ -55,7 +55,7 @@ def test_a_variant_refits_with_its_settings_and_puts_them_back(
 
 
 def test_a_count_that_falls_under_is_judged_not_met() -> None:
-    row = fit_variants.judged("characters / 4", Counting("cl100k", PROFILES["chars4"], "cl100k"))
+    row = fit_variants.judged("characters / 4", Counting("cl100k", PROFILES["chars4"], "cl100k"), speed=10.0)
     assert "conversations never under (real runs, held out)" in row.unmet
     assert min(row.runs) < 1.0
 
