@@ -2,7 +2,9 @@
 
 1. Per corpus file: every profile's estimate divided by the real count of its tokenizer (the goal: within
    [1.00, 1.15]), beside characters / 4 and the simple by-script rule.
-2. Texts in scripts the corpus lacks (``bench/samples.py``): the estimate must not fall below the real count.
+2. Texts in scripts the corpus lacks (``bench/samples.py``): the estimate must not fall below the real count. And
+   the messages of this machine's programs in every language they are translated to (``/usr/share/locale``, as
+   ``bench.fit_scripts`` reads them): the same goal, by script (the Latin script's languages, the others').
 3. Agent tool output (``bench/tool_output.py``): estimate ÷ real count per kind of result (min / median / max over
    the results of at least 500 real tokens; the goal: never below 0.90) and per agent conversation (the goals:
    never below 1.00, median at most 1.15); then the same on a held-out set (other packages, other draws) that the
@@ -25,6 +27,8 @@ from functools import cache, partial
 from importlib import resources
 from pathlib import Path
 
+from bench.fit_ascii import latin_script
+from bench.fit_scripts import LOCALES, catalog_texts
 from bench.provenance import header
 from bench.reference import (
     REFERENCE_OF_PROFILE,
@@ -239,6 +243,51 @@ def ratio_goals(texts: dict[str, str], goal: tuple[float, float], what: str) -> 
     return goals
 
 
+CatalogRatios = dict[str, dict[str, float]]  # profile -> language -> estimate ÷ real count
+
+
+def catalog_ratios() -> CatalogRatios:
+    """Each fitted profile's estimate ÷ the real count of every language's messages in this machine's catalogs."""
+    counters, texts = reference_counters(), catalog_texts()
+    return {
+        profile: {
+            language: estimate_tokens(text, profile) / counters[reference](text) for language, text in texts.items()
+        }
+        for profile in FITTED
+        if (reference := REFERENCE_OF_PROFILE[profile]) in counters and texts
+    }
+
+
+def catalog_rows(by_profile: CatalogRatios) -> list[list[str]]:
+    """Per script (the Latin script's languages, the others') and profile: how many, how many under 1.0, the lowest
+    five and the median."""
+    texts = catalog_texts()
+    rows = []
+    for script, latin in (("Latin", True), ("other scripts", False)):
+        for profile, by_language in by_profile.items():
+            ratios = sorted(
+                (r, language) for language, r in by_language.items() if latin_script(texts[language]) == latin
+            )
+            lowest = ", ".join(f"{language} {r:.3f}" for r, language in ratios[:5])
+            under = sum(r < 1.0 for r, _ in ratios)
+            median = statistics.median(r for r, _ in ratios) if ratios else float("nan")
+            rows.append([script, profile, str(len(ratios)), str(under), lowest, f"{median:.3f}"])
+    return rows
+
+
+def catalog_goals(by_profile: CatalogRatios) -> list[Goal]:
+    goals = []
+    for profile, by_language in by_profile.items():
+        under = sorted((r, language) for language, r in by_language.items() if r < UNSEEN_GOAL[0])
+        measured = f"{len(under)} of {len(by_language)} under" + (
+            f", lowest {under[0][1]} {under[0][0]:.3f}" if under else ""
+        )
+        goals.append(
+            Goal(f"{profile}: every language of this machine's message catalogs never under", not under, measured)
+        )
+    return goals
+
+
 def accuracy_rows(texts: dict[str, str], goal: tuple[float, float] = GOAL) -> list[list[str]]:
     counters = reference_counters()
     rows = []
@@ -364,6 +413,12 @@ def main() -> None:
         print(f"\nSkipped reference tokenizer: {skipped}")
     print("\n## Estimate ÷ real count, text the weights were not fitted to (bench/samples.py; ✗: below 1.00)\n")
     print(table(accuracy_header(), accuracy_rows(unseen_samples(), UNSEEN_GOAL)))
+    catalogs = catalog_ratios()
+    print(f"\n## Estimate ÷ real count, each language's messages in this machine's catalogs ({LOCALES})\n")
+    if catalogs:
+        print(table(["script", "profile", "languages", "under 1.00", "lowest", "median"], catalog_rows(catalogs)))
+    else:
+        print("Skipped: no message catalogs, or no reference tokenizer.")
     fitted, exacts = estimates(), exact_countings()
     by_kind, whole = tool_output_ratios(fitted)
     print(
@@ -408,6 +463,7 @@ def main() -> None:
         *speed_goals(speed),
         *ratio_goals(corpus, GOAL, "every corpus file within [1.00, 1.15]"),
         *ratio_goals(unseen_samples(), UNSEEN_GOAL, "text in scripts the fit never saw never under (bench/samples.py)"),
+        *catalog_goals(catalogs),
         *tool_output_goals(by_kind, whole),
         *tool_output_goals(held_kinds, held_whole, " (held out)"),
         *tool_output_goals(held_real_kinds, held_real_whole, " (real agent runs, held out)"),

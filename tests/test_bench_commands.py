@@ -29,6 +29,10 @@ KNOWN_SHORTFALL = (
     "cl100k: median conversation ≤ 1.15 (real agent runs, held out)",
     # fitted before the files written through tool calls were (tests/test_tool_output.py: KNOWN_LOW_WRITTEN)
     "cl100k: every file written through a tool call ≥ 500 tokens ≥ 0.9 (held out)",
+    # Measured and reported since they were first measured (README, "Token estimates"): a language whose words the
+    # tokenizer splits finely (Māori, Welsh, Basque; Mongolian and Kazakh in Cyrillic) is counted under by every
+    # profile: the fit holds the catalogs' Latin-script languages at what it estimated before, no higher.
+    *(f"{p}: every language of this machine's message catalogs never under" for p in estimator.FITTED),
 )
 
 
@@ -38,6 +42,8 @@ def test_the_estimator_benchmark_judges_its_goals(capsys: pytest.CaptureFixture[
     assert "## Goals" in out and "estimate_tokens('claude') ≥ 20× tiktoken encode on mixed text" in out
     assert "agent tool output" in out and "Real agent runs, held out" in out and "ms per MB" in out
     assert "## Files written through tool calls" in out and "Python, written by a tool call" in out
+    if estimator.catalog_texts():
+        assert "each language's messages in this machine's catalogs" in out and "| Latin | claude |" in out
     goals = out.split("## Goals", 1)[1]
     for goal in (
         "(held out)",
