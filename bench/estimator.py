@@ -246,9 +246,10 @@ def ratio_goals(texts: dict[str, str], goal: tuple[float, float], what: str) -> 
 CatalogRatios = dict[str, dict[str, float]]  # profile -> language -> estimate ÷ real count
 
 
-def catalog_ratios() -> CatalogRatios:
-    """Each fitted profile's estimate ÷ the real count of every language's messages in this machine's catalogs."""
-    counters, texts = reference_counters(), catalog_texts()
+def catalog_ratios(texts: dict[str, str]) -> CatalogRatios:
+    """Each fitted profile's estimate ÷ the real count of every language's messages (``texts``: this machine's
+    catalogs, ``bench.fit_scripts.catalog_texts``)."""
+    counters = reference_counters()
     return {
         profile: {
             language: estimate_tokens(text, profile) / counters[reference](text) for language, text in texts.items()
@@ -258,10 +259,9 @@ def catalog_ratios() -> CatalogRatios:
     }
 
 
-def catalog_rows(by_profile: CatalogRatios) -> list[list[str]]:
+def catalog_rows(by_profile: CatalogRatios, texts: dict[str, str]) -> list[list[str]]:
     """Per script (the Latin script's languages, the others') and profile: how many, how many under 1.0, the lowest
     five and the median."""
-    texts = catalog_texts()
     rows = []
     for script, latin in (("Latin", True), ("other scripts", False)):
         for profile, by_language in by_profile.items():
@@ -413,10 +413,13 @@ def main() -> None:
         print(f"\nSkipped reference tokenizer: {skipped}")
     print("\n## Estimate ÷ real count, text the weights were not fitted to (bench/samples.py; ✗: below 1.00)\n")
     print(table(accuracy_header(), accuracy_rows(unseen_samples(), UNSEEN_GOAL)))
-    catalogs = catalog_ratios()
+    catalog = catalog_texts()
+    catalogs = catalog_ratios(catalog)
     print(f"\n## Estimate ÷ real count, each language's messages in this machine's catalogs ({LOCALES})\n")
     if catalogs:
-        print(table(["script", "profile", "languages", "under 1.00", "lowest", "median"], catalog_rows(catalogs)))
+        print(
+            table(["script", "profile", "languages", "under 1.00", "lowest", "median"], catalog_rows(catalogs, catalog))
+        )
     else:
         print("Skipped: no message catalogs, or no reference tokenizer.")
     fitted, exacts = estimates(), exact_countings()

@@ -42,8 +42,8 @@ def test_the_estimator_benchmark_judges_its_goals(capsys: pytest.CaptureFixture[
     assert "## Goals" in out and "estimate_tokens('claude') ≥ 20× tiktoken encode on mixed text" in out
     assert "agent tool output" in out and "Real agent runs, held out" in out and "ms per MB" in out
     assert "## Files written through tool calls" in out and "Python, written by a tool call" in out
-    if estimator.catalog_texts():
-        assert "each language's messages in this machine's catalogs" in out and "| Latin | claude |" in out
+    assert "each language's messages in this machine's catalogs" in out
+    assert "| Latin | cl100k |" in out or "Skipped: no message catalogs" in out
     goals = out.split("## Goals", 1)[1]
     for goal in (
         "(held out)",
