@@ -79,6 +79,8 @@ class HangResult:
     released: float | None  # from the hung request to the job given back with its retry counted
     resent: float | None  # from the hung request to the step's next request
     finished: str  # the job's state at the end
+    # From sending the step to the job given back: at least the idle timeout, however late the hang was seen.
+    released_after_send: float | None = None
 
     @property
     def met(self) -> bool:
@@ -219,6 +221,7 @@ def measure_hang(idle_seconds: float | None = None) -> HangResult:
             job_id = _many_jobs(database, 1)[0]
             emulator.configure(faults={"script": ["hang"], "hang_seconds": 10 * idle})
             with fleet(emulator, url, queue, workers=2, processes=2, beat=False, extra=extra):
+                sent = time.monotonic()
                 sender(queue).send_task(STEP_TASK, (job_id, 0), queue=queue)
                 deadline = time.monotonic() + 10 * idle + 120
                 hung = _when(lambda: _emulator_count(emulator, hung=True) >= 1, deadline)
@@ -233,6 +236,7 @@ def measure_hang(idle_seconds: float | None = None) -> HangResult:
         released=released - hung if released is not None and hung is not None else None,
         resent=resent - hung if resent is not None and hung is not None else None,
         finished=finished,
+        released_after_send=released - sent if released is not None else None,
     )
 
 

@@ -19,9 +19,10 @@ def test_a_hung_call_releases_its_job_within_the_idle_timeout() -> None:
     result = fleet_recovery.measure_hang(fleet_resilience.SCALED_IDLE_SECONDS)
     print(result)
     assert result.met, result
-    # It did hang, for the idle timeout: the hang's start is seen by polling the emulator (every 0.2 s, slower on a
-    # busy machine), so it may be seen a little late.
-    assert result.released is not None and result.released >= 0.9 * fleet_resilience.SCALED_IDLE_SECONDS
+    # It did hang, for the idle timeout. Timed from the step's sending, not from the hang as seen by polling the
+    # emulator (every 0.2 s, slower on a busy machine: seen 0.9 s late once, the hang looked a second short).
+    assert result.released_after_send is not None
+    assert result.released_after_send >= fleet_resilience.SCALED_IDLE_SECONDS
 
 
 def test_no_job_fails_at_a_fifth_of_its_demand() -> None:
