@@ -3,6 +3,7 @@ are served in order and told when their turn comes), corrected by real usage and
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -158,3 +159,36 @@ def test_a_turn_told_too_early_is_checked_again_when_the_step_comes_back(client:
     again = limiter.reserve(ticket(provider, 2), input_tokens=30_000, output_tokens=0)
     assert again == pytest.approx(told + 20.0, abs=1.0)  # its turn is later by what the answer corrected
     assert limiter.reserve(ticket(provider, 3), input_tokens=1_000, output_tokens=0) > again  # still behind it
+
+
+def test_an_answer_does_not_count_twice_what_it_has_already_seen(client: redis.Redis, provider: str) -> None:
+    limiter = Limiter(client, {f"{provider}/claude-sonnet": {"input_tokens": 60_000}})  # 1,000 tokens a second
+    for step in (1, 2):
+        assert limiter.reserve(ticket(provider, step), input_tokens=20_000, output_tokens=0) == 0.0
+    # Both were sent before the first answer, which counts them both: 20,000 left. The second is still held, but
+    # it is in that figure already.
+    stated = {"input_tokens": Budget(limit=60_000, remaining=20_000)}
+    limiter.settle(ticket(provider, 1), sent=True, usage=Usage(input_tokens=20_000, output_tokens=0), stated=stated)
+    margin = MARGIN * 60_000
+    assert limiter.reserve(ticket(provider, 3), input_tokens=int(20_000 - margin - 500), output_tokens=0) == 0.0
+
+
+def test_what_was_admitted_after_an_answer_arrived_is_held_against_its_remaining(
+    client: redis.Redis, provider: str
+) -> None:
+    limiter = Limiter(client, {f"{provider}/claude-sonnet": {"input_tokens": 60_000}})  # 1,000 tokens a second
+    assert limiter.reserve(ticket(provider, 1), input_tokens=20_000, output_tokens=0) == 0.0
+    answered = time.monotonic()  # the first answer arrives; another client of the key has taken 20,000
+    time.sleep(0.05)
+    assert limiter.reserve(ticket(provider, 2), input_tokens=10_000, output_tokens=0) == 0.0  # not in that answer
+    stated = {"input_tokens": Budget(limit=60_000, remaining=20_000)}
+    limiter.settle(
+        ticket(provider, 1),
+        sent=True,
+        usage=Usage(input_tokens=20_000, output_tokens=0),
+        stated=stated,
+        answered_ago=time.monotonic() - answered,
+    )
+    # 20,000 left by the provider's count, less the 10,000 it has not seen: a step of 10,000 waits for the margin.
+    wait = limiter.reserve(ticket(provider, 3), input_tokens=10_000, output_tokens=0)
+    assert wait == pytest.approx(MARGIN * 60, abs=0.5)

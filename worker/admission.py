@@ -54,7 +54,7 @@ LATENESS_SECONDS = 60  # a step this late for its turn is taken out of the line 
 MARGIN = 0.02
 CACHE_READS_COUNTED = {"openai": True}  # providers whose input-token limit counts cache reads (Anthropic: not)
 
-# KEYS: limits, bucket per kind (3), ticket, line, tags, due. ARGV: cost per kind (3), limit set by configuration
+# KEYS: limits, bucket per kind (3), ticket, line, tags, due, held. ARGV: cost per kind (3), limit set by configuration
 # per kind (3, 0: learned), ticket seconds, bucket idle seconds, tenant, lateness seconds, ticket id, margin.
 # Returns the seconds until the ticket's turn (<= 0: go now, its cost taken from the buckets).
 _RESERVE = """
@@ -135,8 +135,7 @@ end
 local charged = {}
 for i = 1, 3 do
   if limits[i] > 0 then
-    local held = tonumber(redis.call('HGET', KEYS[1 + i], 'held') or '0')
-    redis.call('HSET', KEYS[1 + i], 'level', levels[i] - costs[i], 'at', now, 'held', held + costs[i])
+    redis.call('HSET', KEYS[1 + i], 'level', levels[i] - costs[i], 'at', now)
     redis.call('EXPIRE', KEYS[1 + i], ARGV[8])
     table.insert(charged, names[i])
     table.insert(charged, costs[i])
@@ -146,13 +145,17 @@ redis.call('ZREM', line, member)
 redis.call('HDEL', due, member)
 local virtual = tonumber(redis.call('HGET', tags, '_virtual') or '0')
 redis.call('HSET', tags, '_virtual', math.max(virtual, tag))
-redis.call('HSET', ticket_key, 'admitted', 1, unpack(charged))
-for _, key in ipairs({ticket_key, tags}) do redis.call('EXPIRE', key, keep) end
+-- held until settled, by when it was admitted: an answer's ``remaining`` has not seen what was admitted after it
+local held = string.format('%s|%d|%d|%d', ARGV[11], costs[1], costs[2], costs[3])
+redis.call('ZADD', KEYS[9], now, held)
+redis.call('HSET', ticket_key, 'admitted', 1, 'held', held, unpack(charged))
+for _, key in ipairs({ticket_key, tags, KEYS[9]}) do redis.call('EXPIRE', key, keep) end
 return '0'
 """
 
 # KEYS: as above. ARGV: used per kind (3), configured limit per kind (3), stated limit per kind (3, 0: not
-# stated), stated remaining per kind (3, -1: not stated), bucket idle seconds, 1 if the provider refused it.
+# stated), stated remaining per kind (3, -1: not stated), bucket idle seconds, 1 if the provider refused it, seconds
+# since the answer arrived.
 # The share of the limit we take (another client of the key takes the rest) is learned additively up on every
 # answer and multiplicatively down on refusals (AIMD), as TCP learns its share of a link.
 _SETTLE = """
@@ -169,6 +172,17 @@ elseif tonumber(ARGV[1]) > 0 then
   share = math.min(1, share + 0.003)  -- answered: up a little
 end
 redis.call('HSET', KEYS[1], 'share', share)
+-- What we hold for requests the provider had not seen when it answered: those admitted after the answer arrived
+-- (one admitted before it was sent before it, and the provider counts a request as it arrives). Counting the rest
+-- against ``remaining`` would count them twice and keep the bucket low for good.
+local mine = redis.call('HGET', KEYS[5], 'held')
+if mine then redis.call('ZREM', KEYS[9], mine) end
+redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', now - tonumber(ARGV[13]))
+local unseen = {0, 0, 0}
+for _, held in ipairs(redis.call('ZRANGEBYSCORE', KEYS[9], '(' .. (now - tonumber(ARGV[15])), '+inf')) do
+  local _, _, c1, c2, c3 = string.find(held, '|(%d+)|(%d+)|(%d+)$')
+  unseen[1], unseen[2], unseen[3] = unseen[1] + tonumber(c1), unseen[2] + tonumber(c2), unseen[3] + tonumber(c3)
+end
 for i = 1, 3 do
   local stated = tonumber(ARGV[6 + i])
   if stated > 0 then
@@ -179,16 +193,15 @@ for i = 1, 3 do
   if limit <= 0 then limit = tonumber(redis.call('HGET', KEYS[1], names[i]) or '0') end
   if limit > 0 then
     local rate = limit / 60 * share
-    local state = redis.call('HMGET', KEYS[1 + i], 'level', 'at', 'held')
+    local state = redis.call('HMGET', KEYS[1 + i], 'level', 'at')
     local level = tonumber(state[1]) or limit
     local at = tonumber(state[2]) or now
     local charged = tonumber(redis.call('HGET', KEYS[5], names[i]) or '0')
-    local held = math.max(0, (tonumber(state[3]) or 0) - charged)
     level = math.min(limit, level + math.max(0, now - at) * rate) + charged - tonumber(ARGV[i])
     local remaining = tonumber(ARGV[9 + i])
     -- the provider's view: what it has left, less what we hold for requests it has not seen yet
-    if remaining >= 0 then level = math.min(level, remaining - held) end
-    redis.call('HSET', KEYS[1 + i], 'level', level, 'at', now, 'held', held)
+    if remaining >= 0 then level = math.min(level, remaining - unseen[i]) end
+    redis.call('HSET', KEYS[1 + i], 'level', level, 'at', now)
     redis.call('EXPIRE', KEYS[1 + i], ARGV[13])
   end
 end
@@ -218,6 +231,7 @@ class Ticket:
             f"{group}:line",
             f"{group}:tags",
             f"{group}:due",
+            f"{group}:held",
         ]
 
 
@@ -247,9 +261,10 @@ class Limiter:
         usage: Usage | None,
         stated: Mapping[str, Budget],
         refused: bool = False,
+        answered_ago: float = 0.0,
     ) -> None:
         """Correct the reservation by what the request really counted (nothing when it was refused or not
-        answered), and take in what the answer said of the limits."""
+        answered), and take in what the answer said of the limits (``answered_ago``: seconds since it arrived)."""
         used = [0, 0, 0]
         if usage is not None:
             counted_input = usage.input_tokens + usage.cache_write_tokens
@@ -259,7 +274,7 @@ class Limiter:
         stated_limits = [stated[kind].limit if kind in stated else 0 for kind in KINDS]
         stated_remaining = [stated[kind].remaining if kind in stated else -1 for kind in KINDS]
         args = [*used, *self._limits(ticket), *stated_limits, *stated_remaining, BUCKET_IDLE_SECONDS, int(refused)]
-        self._settle(keys=ticket.keys(), args=args)
+        self._settle(keys=ticket.keys(), args=[*args, max(0.0, answered_ago)])
 
     def _limits(self, ticket: Ticket) -> list[int]:
         configured = self._configured.get(f"{ticket.provider}/{model_class(ticket.model)}", {})

@@ -227,15 +227,17 @@ def _send(prepared: _Prepared, job_id: int, owner: str, services: Services) -> R
                 max_tokens=prepared.max_tokens,
                 breakpoints=prepared.breakpoints,
             )
+            answered = time.monotonic()
     except ProviderError as error:
+        answered = time.monotonic()
         limited = isinstance(error, RateLimited)
         stated = error.limits if isinstance(error, RateLimited) else {}
         if limited:
             RATE_LIMITED.inc()
             prepared.refused_at = time.monotonic()
-        _settle(prepared, job_id, services, None, stated, refused=limited)
+        _settle(prepared, job_id, services, None, stated, answered, refused=limited)
         return error
-    _settle(prepared, job_id, services, reply.usage, reply.limits)
+    _settle(prepared, job_id, services, reply.usage, reply.limits, answered)
     count_usage(reply.usage)
     return reply
 
@@ -286,15 +288,20 @@ def _settle(
     services: Services,
     usage: Usage | None,
     stated: Mapping[str, Budget],
+    answered: float,
     *,
     refused: bool = False,
 ) -> None:
-    """Correct the step's reservation by what its request really counted."""
+    """Correct the step's reservation by what its request really counted (``answered``: when the answer
+    arrived, on the monotonic clock)."""
     if services.limiter is None:
         return
     try:
         ticket = _ticket(prepared, job_id)
-        services.limiter.settle(ticket, sent=usage is not None, usage=usage, stated=stated, refused=refused)
+        ago = time.monotonic() - answered
+        services.limiter.settle(
+            ticket, sent=usage is not None, usage=usage, stated=stated, refused=refused, answered_ago=ago
+        )
     except RedisError as error:
         logger.warning("job %s: admission not corrected (%s)", job_id, type(error).__name__)
 
