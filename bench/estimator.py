@@ -21,7 +21,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
 from importlib import resources
@@ -352,14 +352,21 @@ def on_fresh_copy(count: Callable[[str], object], text: str) -> Callable[[], obj
     return lambda: count(copy)
 
 
-def throughput_rows(text: str, repeat: int = 25) -> list[list[str]]:
+TIKTOKEN = "tiktoken o200k encode"
+
+
+def times_beside_tiktoken(counters: Mapping[str, Callable[[str], object]], text: str, repeat: int) -> dict[str, float]:
+    """The best seconds of each counter on ``text`` and of tiktoken's o200k ``encode`` (``TIKTOKEN``, first),
+    timed in turns in one run."""
     o200k = load_encoding("o200k")
-    counters: dict[str, Callable[[str], object]] = {
-        "tiktoken o200k encode": partial(o200k.encode, disallowed_special=()),
-        **{f"estimate_tokens({p!r})": partial(estimate_tokens, profile=p) for p in PROFILES},
-    }
-    times = best_times({name: partial(on_fresh_copy, count, text) for name, count in counters.items()}, repeat)
-    baseline = times["tiktoken o200k encode"]
+    every: dict[str, Callable[[str], object]] = {TIKTOKEN: partial(o200k.encode, disallowed_special=()), **counters}
+    return best_times({name: partial(on_fresh_copy, count, text) for name, count in every.items()}, repeat)
+
+
+def throughput_rows(text: str, repeat: int = 25) -> list[list[str]]:
+    counters = {f"estimate_tokens({p!r})": partial(estimate_tokens, profile=p) for p in PROFILES}
+    times = times_beside_tiktoken(counters, text, repeat)
+    baseline = times[TIKTOKEN]
     return [[name, f"{len(text) / seconds / 1e6:.1f}", f"{baseline / seconds:.1f}"] for name, seconds in times.items()]
 
 

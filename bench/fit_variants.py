@@ -24,7 +24,7 @@ import contextlib
 import shlex
 import statistics
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -36,12 +36,12 @@ from bench.estimator import (
     RESULT_GOAL,
     RESULT_TOKENS,
     SPEED_GOAL,
+    TIKTOKEN,
     Counting,
     Goal,
-    best_times,
     mixed_text,
-    on_fresh_copy,
     real_count,
+    times_beside_tiktoken,
     tool_output_goals,
     tool_output_ratios,
     trajectory_ratios,
@@ -54,7 +54,6 @@ from bench.report import table
 from bench.tool_output import VIEW_FLOOR, WRITTEN_KINDS, claude_code_views_of_email
 from plimsoll.estimate import Profile, count_tokens
 from plimsoll.profiles import PROFILES
-from vocab import load_encoding
 
 SWEPT = ("claude", "cl100k")  # the two whose held-out median sat over or at its goal
 SHIPPED = "as shipped (not refitted)"
@@ -141,11 +140,9 @@ def speeds(countings: Sequence[Counting], repeat: int = 25) -> list[float]:
     """Each counting's throughput on the mixed text as a multiple of tiktoken's o200k ``encode``, timed in turns
     in one run as ``bench.estimator`` times the shipped profiles."""
     text, _ = mixed_text()
-    o200k = load_encoding("o200k")
-    counters: dict[str, Callable[[str], object]] = {"tiktoken": partial(o200k.encode, disallowed_special=())}
-    counters |= {str(i): partial(count_tokens, profile=c.profile) for i, c in enumerate(countings)}
-    times = best_times({name: partial(on_fresh_copy, count, text) for name, count in counters.items()}, repeat)
-    return [times["tiktoken"] / times[str(i)] for i in range(len(countings))]
+    counters = {str(i): partial(count_tokens, profile=c.profile) for i, c in enumerate(countings)}
+    times = times_beside_tiktoken(counters, text, repeat)
+    return [times[TIKTOKEN] / times[str(i)] for i in range(len(countings))]
 
 
 def refit(items: list[fit_ascii.Item], profile: str, settings: Mapping[str, Any]) -> Profile:
