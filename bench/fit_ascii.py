@@ -57,7 +57,7 @@ from bench.fit_shared import (
 from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
 from bench.tool_output import conversations, tool_outputs, written_files
 from bench.trajectories import trajectory_conversations, trajectory_results
-from plimsoll.estimate import CLASS_RANGES, TABLE_UNIT, UNIT, Profile, _scripts, estimated_units, units_of_bytes
+from plimsoll.estimate import CLASS_RANGES, TABLE_UNIT, UNIT, WORD_SHAPES, Profile, _scripts, estimated_units
 from plimsoll.profiles import PROFILES, profile_data
 
 # Control characters keep their pinned cost too: no tool output here shows what they cost.
@@ -86,15 +86,11 @@ PATTERN_OF_PROFILE = {"claude": b"\n\n", "cl100k": b"        ", "o200k": b"     
 PATTERN_RANGE = (-2.0, 0.0)  # in tokens an occurrence
 PATTERN_FLOOR = 0.25  # an occurrence of the pattern still costs at least this many tokens
 # What a byte table cannot tell: a capital that starts a word ("Trust", a token of its own in prose) from one inside
-# an identifier ("getTrust", where it starts a new token), and so title-case Markdown from code. Counted on a copy of
-# the text with every lower-case letter "a", every capital "A", a space " " and everything else "." (a second
-# translation and a pass a digram); no profile prices them (``DIGRAMS_OF_PROFILE``): ``bench.fit_variants`` tries.
-DIGRAMS = (b" a", b" A", b"aA")
-WORD_SHAPES = bytes(
-    ord("a") if 0x61 <= b <= 0x7A else ord("A") if 0x41 <= b <= 0x5A else ord(" ") if b == 0x20 else ord(".")
-    for b in range(256)
-)
-DIGRAMS_OF_PROFILE: dict[str, tuple[bytes, ...]] = {}
+# an identifier ("getTrust", where it starts a new token), and so title-case Markdown from code: pairs of word shapes
+# (plimsoll.estimate.SHAPES), which the estimate's C pass counts at no cost; no profile prices them
+# (``DIGRAMS_OF_PROFILE``): ``bench.fit_variants`` tries.
+DIGRAMS = (" a", " A", "aA")
+DIGRAMS_OF_PROFILE: dict[str, tuple[str, ...]] = {}
 DIGRAM_RANGE = (-2.0, 2.0)  # in tokens an occurrence
 # Discounted like a script (plimsoll.estimate: only where 64 characters of the text start with the lead byte E2, and
 # only the blocks among those), so that other text, the prose of every language included, costs no pass more: box
@@ -158,7 +154,7 @@ def features(text: str) -> np.ndarray:
     applied = _scripts(data, SYMBOL_LEAD)
     symbols = [data.count(p) if p in applied else 0 for p in SYMBOL_DISCOUNTS]
     shapes = data.translate(WORD_SHAPES)
-    digrams = [shapes.count(d) for d in DIGRAMS]
+    digrams = [shapes.count(d.encode("ascii")) for d in DIGRAMS]
     return np.array([*by_class.values(), *marks, *(data.count(p) for p in PATTERNS), *symbols, *digrams], dtype=float)
 
 
@@ -171,6 +167,7 @@ def scripts_only(profile: Profile) -> Profile:
         byte_weights={},
         patterns={},
         discounts=script_discounts(profile),
+        digrams={},
     )
 
 
@@ -356,8 +353,7 @@ def refitted(profile: Profile, weights: dict[str, float]) -> Profile:
     marks = {
         m: weights[m_cls] + weights[f"mark {m}"] for m in MARKS if weights[f"mark {m}"] and (m_cls := _class_of(ord(m)))
     }
-    digrams = {d: weights[f"digram {d!r}"] for d in DIGRAMS if weights[f"digram {d!r}"]}
-    fitted = replace(
+    return replace(
         profile,
         weights={**profile.weights, **{c: weights[c] for c in ASCII_CLASSES}},
         byte_weights=marks,
@@ -368,31 +364,7 @@ def refitted(profile: Profile, weights: dict[str, float]) -> Profile:
             **script_discounts(profile),
             **{p: weights[f"discount {p.hex()}"] for p in SYMBOL_DISCOUNTS if weights[f"discount {p.hex()}"]},
         },
-    )
-    return with_digrams(fitted, digrams) if digrams else fitted
-
-
-@dataclass(frozen=True)
-class DigramEstimate:
-    """``profile``'s estimate plus a cost per occurrence of each digram of word shapes (:data:`WORD_SHAPES`): what
-    an estimate priced so would count, which ``plimsoll.estimate`` cannot express (no profile ships it)."""
-
-    profile: Profile
-    digrams: dict[bytes, float]  # tokens an occurrence
-
-    def __call__(self, text: str) -> int:
-        data = text.encode("utf-8", "surrogatepass")
-        shapes = data.translate(WORD_SHAPES)
-        units = units_of_bytes(data, len(text), self.profile)
-        units += sum(round(weight * UNIT) * shapes.count(d) for d, weight in self.digrams.items())
-        return max(0, -(-units // UNIT))
-
-
-def with_digrams(profile: Profile, digrams: dict[bytes, float]) -> Profile:
-    """``profile`` counting as :class:`DigramEstimate` does."""
-    priced = ", ".join(f"{d.decode()!r} {w:+.2f}" for d, w in digrams.items())
-    return replace(
-        profile, description=f"{profile.description}, digrams {priced}", counter=DigramEstimate(profile, digrams)
+        digrams={d: weights[f"digram {d!r}"] for d in DIGRAMS if weights[f"digram {d!r}"]},
     )
 
 

@@ -11,12 +11,19 @@ undercounts everything that is not English. We estimate from the UTF-8 bytes ins
   of ``tree`` views and tables beside the dashes and quotes of prose);
 * an ASCII punctuation mark may cost more or less than its class (``/`` in paths, ``=`` in separator lines), and
   a byte pattern may cost extra or less each time it occurs: a run of eight spaces is one token or less in
-  indented code and aligned columns, though eight spaces apart cost a token each.
+  indented code and aligned columns, though eight spaces apart cost a token each;
+* a pair of adjacent *word shapes* (:data:`SHAPES`: a space, a lower-case letter, a capital, anything else) may
+  cost extra or less each time it occurs, which a byte's own cost cannot tell: a capital after a space starts a
+  word ("Trust", often a token of its own), one after a lower-case letter starts a piece of an identifier
+  ("getTrust").
 
 The weights are fitted (``python -m bench.fit_profiles``) so that the estimate stays at or above the real count
-of the profile's tokenizer. Nothing loops in Python over the text: ``bytes.translate`` maps every byte to its
-cost, and ``zlib.adler32``, whose low half is one plus the sum of the bytes (mod 65521), adds the costs up a
-few hundred bytes at a time, at C speed; a pattern costs one ``bytes.count``.
+of the profile's tokenizer. Nothing loops in Python over the text: one pass in C (``plimsoll/_scan.c``) sums
+the bytes' costs and counts the pairs of shapes; a pattern costs one ``bytes.count``. Where the package was
+installed without a C compiler, the same sums come from the standard library, a little more slowly:
+``bytes.translate`` maps every byte to its cost, ``zlib.adler32`` (whose low half is one plus the sum of the
+bytes, mod 65521) adds the costs up a few hundred bytes at a time, and each priced pair of shapes costs a
+``bytes.count`` of a copy of the text translated into shapes.
 
 Where the model's tokenizer itself is at hand, :func:`exact` makes a profile that counts with it instead (this
 package does no I/O: the caller loads the tokenizer and hands its counting function in).
@@ -25,8 +32,19 @@ package does no I/O: the caller loads the tokenizer and hands its counting funct
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+
+
+def _c_pass() -> Callable[[bytes, bytes], tuple[int, tuple[int, ...]]] | None:
+    try:
+        from plimsoll._scan import scan
+    except ImportError:  # installed without a C compiler: the standard library does the same sums
+        return None
+    return scan
+
+
+_compiled_scan = _c_pass()
 
 UNIT = 256  # estimates are summed in 1/256 token
 TABLE_UNIT = 4  # a table entry counts in 4/256 = 1/64 token; an entry is a byte, so at most 255/64 tokens
@@ -83,6 +101,15 @@ CLASS_RANGES: dict[str, tuple[tuple[int, int], ...]] = {
 # (it needs no table: there are len(utf8) - len(text) of them).
 TABLE_CLASSES = tuple(name for name in CLASS_RANGES if name != "continuation")
 
+# Word shapes, in the order plimsoll/_scan.c numbers them: anything else, a space, a lower-case ASCII letter, a
+# capital. A profile prices a pair of two different shapes (" A": a capital after a space) by its two characters.
+SHAPES = ". aA"
+WORD_SHAPES = bytes(
+    ord("a") if 0x61 <= b <= 0x7A else ord("A") if 0x41 <= b <= 0x5A else ord(" ") if b == 0x20 else ord(".")
+    for b in range(256)
+)  # the translation of every byte to its shape, for the standard library's count of a pair
+SHAPE_PAIRS = tuple(first + second for first in SHAPES for second in SHAPES)  # in the C pass's order
+
 
 @dataclass(frozen=True)
 class _Compiled:
@@ -92,6 +119,7 @@ class _Compiled:
     continuation_units: int
     discounts: tuple[tuple[int, dict[bytes, int]], ...]  # (lead byte, {two-byte prefix: units off each char})
     patterns: tuple[tuple[bytes, int], ...]  # (pattern, units per non-overlapping occurrence)
+    digrams: tuple[tuple[int, int], ...]  # (index in SHAPE_PAIRS, units per occurrence)
 
 
 @dataclass(frozen=True, eq=False)  # compared and hashed by identity: profiles are made once
@@ -110,7 +138,8 @@ class Profile:
 
     ``byte_weights`` give single ASCII characters a cost per byte of their own (in 1/64 tokens, like the
     classes); ``patterns`` charge every non-overlapping occurrence of a byte string (in 1/256 token, negative
-    for a saving), which costs a pass over the text each.
+    for a saving), which costs a pass over the text each. ``digrams`` charge every occurrence of a pair of
+    different word shapes (:data:`SHAPES`), in 1/256 token, and cost nothing more where the C pass is built.
 
     ``counter``, when given, is the tokenizer's own count of a text: :func:`count_tokens` returns it instead of
     the estimate (see :func:`exact`).
@@ -124,6 +153,7 @@ class Profile:
     discounts: Mapping[bytes, float] = field(default_factory=dict)
     byte_weights: Mapping[str, float] = field(default_factory=dict)
     patterns: Mapping[bytes, float] = field(default_factory=dict)
+    digrams: Mapping[str, float] = field(default_factory=dict)
     counter: Callable[[str], int] | None = field(default=None, repr=False)
     _compiled: _Compiled = field(init=False, repr=False, compare=False)
 
@@ -144,6 +174,11 @@ class Profile:
         for prefix, discount in self.discounts.items():
             if len(prefix) != 2 or discount > 0:
                 raise ValueError(f"profile {self.name!r}: a discount needs a two-byte prefix and a value <= 0")
+        for digram in self.digrams:
+            if len(digram) != 2 or digram[0] == digram[1] or not set(digram) <= set(SHAPES):
+                raise ValueError(
+                    f"profile {self.name!r}: a digram is two different word shapes of {SHAPES!r}, not {digram!r}"
+                )
         compiled = _Compiled(
             table=bytes(costs),
             chunk=(_ADLER_MODULUS - 2) // max(1, max(costs)),  # 1 + the sum stays below the modulus
@@ -154,6 +189,7 @@ class Profile:
                 for lead in sorted({p[0] for p in self.discounts})
             ),
             patterns=tuple((p, _units(w)) for p, w in self.patterns.items() if p and w),
+            digrams=tuple((SHAPE_PAIRS.index(d), _units(w)) for d, w in self.digrams.items() if w),
         )
         object.__setattr__(self, "_compiled", compiled)
 
@@ -187,8 +223,10 @@ def estimated_units(text: str, profile: Profile) -> int:
 def units_of_bytes(data: bytes, chars: int, profile: Profile) -> int:
     """The estimate in 1/256 token of a text of ``chars`` characters whose UTF-8 form is ``data``."""
     compiled = profile._compiled
-    units = TABLE_UNIT * byte_sum(data.translate(compiled.table), compiled.chunk)
-    units += compiled.char_units * chars + compiled.continuation_units * (len(data) - chars)
+    total, pairs = scan(data, compiled)
+    units = TABLE_UNIT * total + compiled.char_units * chars + compiled.continuation_units * (len(data) - chars)
+    for index, digram_units in compiled.digrams:
+        units += digram_units * pairs[index]
     for pattern, pattern_units in compiled.patterns:
         units += pattern_units * data.count(pattern)
     for lead, discounts in compiled.discounts:
@@ -196,6 +234,19 @@ def units_of_bytes(data: bytes, chars: int, profile: Profile) -> int:
             if prefix in discounts:
                 units += discounts[prefix] * data.count(prefix)
     return units
+
+
+def scan(data: bytes, compiled: _Compiled) -> tuple[int, Sequence[int]]:
+    """The sum of the table's costs of ``data``'s bytes, and the counts of the pairs of word shapes in the order of
+    :data:`SHAPE_PAIRS`: all of them where the C pass is built, those the profile prices where it is not."""
+    if _compiled_scan is not None:
+        return _compiled_scan(data, compiled.table)
+    pairs = [0] * len(SHAPE_PAIRS)
+    if compiled.digrams:
+        shapes = data.translate(WORD_SHAPES)
+        for index, _ in compiled.digrams:
+            pairs[index] = shapes.count(SHAPE_PAIRS[index].encode("ascii"))
+    return byte_sum(data.translate(compiled.table), compiled.chunk), pairs
 
 
 def _scripts(data: bytes, lead: int) -> set[bytes]:

@@ -52,6 +52,7 @@ def profile_data(profile: Profile) -> dict[str, Any]:
         "discounts": {prefix.hex(): value for prefix, value in profile.discounts.items()},
         "byte_weights": dict(profile.byte_weights),
         "patterns": {pattern.decode("ascii"): value for pattern, value in profile.patterns.items()},
+        "digrams": dict(profile.digrams),
     }
 
 
@@ -66,6 +67,7 @@ def profile_from_data(name: str, data: Mapping[str, Any]) -> Profile:
         discounts={bytes.fromhex(prefix): value for prefix, value in data["discounts"].items()},
         byte_weights=data["byte_weights"],
         patterns={pattern.encode("ascii"): value for pattern, value in data["patterns"].items()},
+        digrams=data.get("digrams", {}),
     )
 
 

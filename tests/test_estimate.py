@@ -15,8 +15,8 @@ from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counte
 from bench.samples import unseen_samples
 from bench.tool_output import VIEW_FLOOR, claude_code_views_of_email
 from demo.chapters import chapters
-from plimsoll import PROFILES, estimate_message, estimate_tokens
-from plimsoll.estimate import TABLE_CLASSES, Profile, byte_sum
+from plimsoll import PROFILES, estimate, estimate_message, estimate_tokens
+from plimsoll.estimate import SHAPE_PAIRS, TABLE_CLASSES, UNIT, WORD_SHAPES, Profile, byte_sum, estimated_units
 from plimsoll.profiles import FITTED_FILE, profile_from_data
 
 FITTED = ("claude", "cl100k", "o200k")
@@ -57,6 +57,46 @@ def test_byte_sums_are_exact_across_chunks() -> None:
     assert byte_sum(data, 257) == sum(data)
 
 
+def test_the_c_pass_is_built_where_the_package_is_installed_with_a_compiler() -> None:
+    """``pip install`` builds plimsoll/_scan.c wherever a C compiler is (this suite's machines have one); the
+    speed the benchmarks report is the compiled pass's."""
+    from plimsoll import _scan
+
+    assert estimate._compiled_scan is _scan.scan
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=3_000) | st.text("aZ .\n-q", max_size=3_000).map(str.encode))
+def test_the_c_pass_sums_and_counts_as_the_standard_library_does(data: bytes) -> None:
+    from plimsoll._scan import scan
+
+    table = bytes((b * 37 + 11) % 256 for b in range(256))
+    total, pairs = scan(data, table)
+    assert total == sum(table[b] for b in data)
+    shapes = data.translate(WORD_SHAPES)
+    assert pairs == tuple(sum(shapes[i : i + 2] == p.encode() for i in range(len(shapes) - 1)) for p in SHAPE_PAIRS)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=2_000), st.sampled_from(FITTED))
+def test_without_the_c_pass_every_estimate_is_the_same(text: str, profile: str) -> None:
+    priced = Profile(
+        name="x", description="", weights=PROFILES[profile].weights, digrams={" A": -0.5, "aA": 0.25, ".a": 0.125}
+    )
+    compiled = [estimated_units(text, p) for p in (PROFILES[profile], priced)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(estimate, "_compiled_scan", None)
+        assert [estimated_units(text, p) for p in (PROFILES[profile], priced)] == compiled
+
+
+def test_a_pair_of_word_shapes_is_charged_each_time_it_occurs() -> None:
+    text = "Trust Join Code for getTrust, Été"
+    plain = Profile(name="x", description="", weights={c: 0.25 for c in TABLE_CLASSES})
+    priced = Profile(name="y", description="", weights=plain.weights, digrams={" A": -1.0, "aA": 0.5})
+    # " J", " C" (not " É": ASCII letters only); "tT"
+    assert estimated_units(text, priced) == estimated_units(text, plain) - 2 * UNIT + UNIT // 2
+
+
 def test_a_profile_with_bad_weights_is_refused() -> None:
     with pytest.raises(ValueError, match="no weight"):
         Profile(name="x", description="", weights={})
@@ -69,6 +109,9 @@ def test_a_profile_with_bad_weights_is_refused() -> None:
         Profile(name="x", description="", weights=zero, byte_weights={"é": 1.0})
     with pytest.raises(ValueError, match="1/64"):
         Profile(name="x", description="", weights=zero, byte_weights={"/": 0.01})
+    for digram in ("aa", "a", "xA"):  # a pair of one shape twice would be counted overlapping in C, not by bytes.count
+        with pytest.raises(ValueError, match="two different word shapes"):
+            Profile(name="x", description="", weights=zero, digrams={digram: 1.0})
 
 
 def test_a_pattern_is_charged_once_per_occurrence() -> None:

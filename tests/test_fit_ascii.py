@@ -9,7 +9,6 @@ import pytest
 
 from bench import fit_ascii, fit_profiles
 from bench.fit_ascii import PATTERNS, features, names
-from plimsoll.estimate import UNIT, count_tokens, estimated_units
 from plimsoll.profiles import PROFILES, profile_data
 from tests.support_fit import PROFILES_FITTED, few_items
 
@@ -29,20 +28,10 @@ def test_digrams_of_word_shapes_are_counted_and_priced_only_for_the_profiles_nam
 ) -> None:
     counted = dict(zip(names(), features("getTrust Trust join\nCode"), strict=True))
     assert [counted[f"digram {d!r}"] for d in fit_ascii.DIGRAMS] == [1, 1, 1]  # " j"; " T"; "tT" (not "\nC")
-    assert "Été été".encode().translate(fit_ascii.WORD_SHAPES) == b"..a.. ..a.."  # ASCII letters only, not bytes
-    assert fit_ascii._bounds("digram b' A'", b"\n\n", "cl100k") == (0.0, 0.0)  # none shipped
+    assert fit_ascii._bounds("digram ' A'", b"\n\n", "cl100k") == (0.0, 0.0)  # none shipped
     monkeypatch.setattr(fit_ascii, "DIGRAMS_OF_PROFILE", {"cl100k": fit_ascii.DIGRAMS})
-    assert fit_ascii._bounds("digram b' A'", b"\n\n", "cl100k") == fit_ascii.DIGRAM_RANGE
-    assert fit_ascii._bounds("digram b' A'", b"\n\n", "claude") == (0.0, 0.0)
-
-
-def test_a_profile_priced_with_digrams_counts_its_estimate_plus_theirs() -> None:
-    text = "Trust Join Code for getTrust"
-    plain = PROFILES["claude"]
-    priced = fit_ascii.with_digrams(plain, {b" A": -1.0, b"aA": 0.5})
-    expected = -(-(estimated_units(text, plain) - 2 * UNIT + UNIT // 2) // UNIT)  # " J", " C"; "tT"
-    assert count_tokens(text, priced) == expected != count_tokens(text, plain)
-    assert "digrams ' A' -1.00, 'aA' +0.50" in priced.description
+    assert fit_ascii._bounds("digram ' A'", b"\n\n", "cl100k") == fit_ascii.DIGRAM_RANGE
+    assert fit_ascii._bounds("digram ' A'", b"\n\n", "claude") == (0.0, 0.0)
 
 
 def test_the_patterns_are_compared_on_the_fitted_conversations(
