@@ -27,8 +27,9 @@ GENERATED_BY = (
     "python -m bench.fit_profiles (the scripts' weights), python -m bench.fit_profiles --scripts --write (raised "
     "where this machine's message catalogs show them short), then python -m bench.fit_profiles --ascii --write "
     "(the ASCII part, on agent tool output and real agent runs); o200k's last: --ascii --profile o200k --write, then "
-    "--scripts --write; claude's last: --ascii --profile claude --write, once files written through tool calls were "
-    "fitted to; see the README's Token estimates section"
+    "--scripts --write; claude's last: --ascii --profile claude --write, once "
+    "digrams of word shapes were priced (bench.fit_ascii.DIGRAMS_OF_PROFILE); see the README's Token estimates "
+    "section"
 )
 
 

@@ -78,8 +78,9 @@ VARIANTS: dict[str, Mapping[str, Any] | None] = {
         "PATTERN_OF_PROFILE": {**fit_ascii.PATTERN_OF_PROFILE, **dict.fromkeys(SWEPT, b"\n ")},
         "PATTERN_RANGE": (-2.0, 2.0),
     },
-    "capitals and word starts priced by the character before them (digrams of word shapes)": {
-        "DIGRAMS_OF_PROFILE": dict.fromkeys(SWEPT, fit_ascii.DIGRAMS)
+    # claude prices them (bench.fit_ascii.DIGRAMS_OF_PROFILE): one row each way.
+    "digrams of word shapes the other way: claude without them (its choice before), cl100k with them": {
+        "DIGRAMS_OF_PROFILE": {"cl100k": fit_ascii.DIGRAMS}
     },
     "results held at 0.92, what agents write at 0.95": {
         "RESULT_FLOOR": 0.92,
