@@ -44,7 +44,7 @@ from bench.trajectories import trajectory_conversations, trajectory_results
 from demo.chapters import chapters
 from models.counting import TIKTOKEN_FILES, load_counter, tokenizer_file
 from plimsoll import PROFILES, Profile, estimate_tokens, outline
-from plimsoll.estimate import count_tokens, exact
+from plimsoll.estimate import C_PASS, count_tokens, exact
 from vocab import load_encoding
 
 GOAL = (1.00, 1.15)  # on the corpus
@@ -464,6 +464,7 @@ def main() -> None:
     print(table(["counted with", "ms per MB", "× the claude estimate"], store_cost_rows(exacts)))
     text, source = mixed_text()
     print(f"\n## Throughput on {len(text):,} characters of mixed text ({source})\n")
+    print(f"The estimates count with {'the C pass' if C_PASS else 'the standard library (the C pass is not built)'}.\n")
     speed = throughput_rows(text)
     print(table(["counter", "million chars/s", "× tiktoken"], speed))
     tool_text = "\n".join(s.text for s in tool_outputs())

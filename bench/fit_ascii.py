@@ -88,7 +88,7 @@ PATTERN_FLOOR = 0.25  # an occurrence of the pattern still costs at least this m
 # What a byte table cannot tell: a capital that starts a word ("Trust", a token of its own in prose) from one inside
 # an identifier ("getTrust", where it starts a new token), and so title-case Markdown from code: pairs of word shapes
 # (plimsoll.estimate.SHAPES), which the estimate's C pass counts at no cost. claude prices them: chosen on the held-out
-# runs of the sixth round, to ship only if they meet the held-out goals on a seventh that takes no part in the choice
+# runs of the sixth round, shipped once they met the held-out goals on a seventh that took no part in the choice
 # (``bench.fit_variants`` keeps a row each way). As a mark may not, a letter may not cost less than nothing after the
 # shape a digram puts before it: without that rule a capital after a space came to -0.4 token, and German prose
 # (every noun capitalised; bench/samples.py, never fitted) fell to 0.914 of its real count.

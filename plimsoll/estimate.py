@@ -45,6 +45,7 @@ def _c_pass() -> Callable[[bytes, bytes], tuple[int, tuple[int, ...]]] | None:
 
 
 _compiled_scan = _c_pass()
+C_PASS = _compiled_scan is not None  # whether the estimate counts with plimsoll/_scan.c here
 
 UNIT = 256  # estimates are summed in 1/256 token
 TABLE_UNIT = 4  # a table entry counts in 4/256 = 1/64 token; an entry is a byte, so at most 255/64 tokens
