@@ -16,10 +16,16 @@ RUN pip install --require-hashes --no-deps --requirement service.txt \
     && rm service.txt
 
 # Then the project itself. The source tree stays in /app too: alembic.ini and migrations/ are read from here
-# by `alembic upgrade head`, and `plimsoll demo` writes its SQLite file to /app/var.
+# by `alembic upgrade head`, and `plimsoll demo` writes its SQLite file to /app/var. The estimate's pass in C
+# (plimsoll/_scan.c) is compiled by a gcc installed and removed in this one layer; the built module is copied
+# beside the source too, since processes started in /app import the package from there first.
 COPY . .
-RUN pip install --no-deps --no-build-isolation . \
-    && rm -rf build ./*.egg-info \
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && pip install --no-deps --no-build-isolation . \
+    && cp "$(python -I -c 'import plimsoll._scan as m; print(m.__file__)')" plimsoll/ \
+    && apt-get purge -y --auto-remove gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/* build ./*.egg-info \
     && useradd --create-home --uid 10001 --user-group plimsoll \
     && mkdir -p var \
     && chown plimsoll:plimsoll var

@@ -224,7 +224,7 @@ def estimated_units(text: str, profile: Profile) -> int:
 def units_of_bytes(data: bytes, chars: int, profile: Profile) -> int:
     """The estimate in 1/256 token of a text of ``chars`` characters whose UTF-8 form is ``data``."""
     compiled = profile._compiled
-    total, pairs = scan(data, compiled)
+    total, pairs = _sums(data, compiled)
     units = TABLE_UNIT * total + compiled.char_units * chars + compiled.continuation_units * (len(data) - chars)
     for index, digram_units in compiled.digrams:
         units += digram_units * pairs[index]
@@ -237,7 +237,7 @@ def units_of_bytes(data: bytes, chars: int, profile: Profile) -> int:
     return units
 
 
-def scan(data: bytes, compiled: _Compiled) -> tuple[int, Sequence[int]]:
+def _sums(data: bytes, compiled: _Compiled) -> tuple[int, Sequence[int]]:
     """The sum of the table's costs of ``data``'s bytes, and the counts of the pairs of word shapes in the order of
     :data:`SHAPE_PAIRS`: all of them where the C pass is built, those the profile prices where it is not."""
     if _compiled_scan is not None:
