@@ -89,4 +89,4 @@ bench: install-dev  ## the benchmarks, each printing its tables
 	$(BIN)/python -m bench.chaos --broker both
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache .hypothesis build plimsoll/_scan.*.so
