@@ -73,7 +73,11 @@ VARIANTS: dict[str, Mapping[str, Any] | None] = {
     "letters may cost half a token less than their class": {
         "LETTER_SPREAD": {**fit_ascii.LETTER_SPREAD, "claude": (-0.5, 0.75), "cl100k": (-0.5, 0.75)}
     },
+    "letters may cost up to 1.25 tokens more than their class (o200k's bound)": {
+        "LETTER_SPREAD": {**fit_ascii.LETTER_SPREAD, "claude": (0.0, 1.25), "cl100k": (0.0, 1.25)}
+    },
     "results held at 0.92, not 0.95": {"RESULT_FLOOR": 0.92},
+    "results held at 0.97, not 0.95": {"RESULT_FLOOR": 0.97},
     "a line break followed by a space (indentation) may cost more than one followed by a word": {
         "PATTERN_OF_PROFILE": {**fit_ascii.PATTERN_OF_PROFILE, **dict.fromkeys(SWEPT, b"\n ")},
         "PATTERN_RANGE": (-2.0, 2.0),
