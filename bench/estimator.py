@@ -447,6 +447,10 @@ def main() -> None:
     held_real_kinds, held_real_whole = trajectory_ratios(fitted, held_out=True)
     print("\n## Real agent runs, held out: never fitted to\n")
     print(table_or_skip(fitted, held_real_kinds, held_real_whole))
+    if held_real_whole:
+        print("\nEach held-out run, whole (SOURCES.md there says which round took it):\n")
+        labels = [f"{c.label} ÷ {c.reference}" for c in fitted if c.label in held_real_whole]
+        print(table(["run", *labels], run_rows(fitted, held_real_whole)))
     print(
         "\n## Files written through tool calls (assistant messages: a Write call or function-call arguments, the "
         "content JSON-escaped; bench/tool_output.py), the draw fitted to (claude's and o200k's weights; cl100k's "
@@ -489,6 +493,13 @@ def main() -> None:
     print("\n## Goals\n")
     print(table(["goal", "", "measured"], [[g.what, "met" if g.met else "NOT MET", g.measured] for g in goals]))
     sys.stdout.flush()
+
+
+def run_rows(countings: Sequence[Counting], whole: dict[str, list[float]]) -> list[list[str]]:
+    """A row for each held-out real run: estimate ÷ real count of the whole run under each counting."""
+    labels = [c.label for c in countings if c.label in whole]
+    runs = trajectory_conversations(held_out=True)
+    return [[run.name, *(f"{whole[label][i]:.3f}" for label in labels)] for i, run in enumerate(runs)]
 
 
 def table_or_skip(countings: Sequence[Counting], by_kind: Ratios, whole: dict[str, list[float]]) -> str:

@@ -22,10 +22,9 @@ def test_the_worker_overhead_benchmark_times_every_size(
     assert not [r for r in caplog.records if "not queued" in r.getMessage()]
 
 
-# Measured and reported (README, "Token estimates"): on the 32 held-out real agent runs, the last two rounds' eight
-# among them (taken by a rule fixed before any was counted), the median run sits over 1.15 under claude and cl100k.
+# Measured and reported (README, "Token estimates"): on the 39 held-out real agent runs the median run sits over
+# 1.15 under cl100k (its fallback estimate: OpenAI's models count exactly by default). claude, the default, meets it.
 KNOWN_SHORTFALL = (
-    "claude: median conversation ≤ 1.15 (real agent runs, held out)",
     "cl100k: median conversation ≤ 1.15 (real agent runs, held out)",
     # fitted before the files written through tool calls were (tests/test_tool_output.py: KNOWN_LOW_WRITTEN)
     "cl100k: every file written through a tool call ≥ 500 tokens ≥ 0.9 (held out)",
