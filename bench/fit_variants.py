@@ -3,13 +3,12 @@
 Issue 19 asks claude's and cl100k's estimates for three things on the held-out real agent runs: no conversation
 under 1.0, no result of 500 tokens or more under 0.90, and a median conversation of at most 1.15. claude's shipped
 fit meets all three; cl100k's misses the third (and a file written through a tool call sits just under 0.90). Each
-variant below changes one choice of ``bench.fit_ascii``: a floor, a
-share of the objective, a bound, or what is counted (a pattern, digrams). The script refits claude and cl100k with
-that change and judges the held-out goals as ``bench.estimator`` does, on the made tool output, the real runs and the
-files written through tool calls, and beside them the lowest of Claude Code's views of code no fit has seen
-(``tests/test_estimate.py`` holds them at 0.95 or more). Each is also timed against tiktoken's ``encode`` on the
-mixed text in the same run, as ``bench.estimator`` times the shipped profiles (goal: 20× or more): a variant that
-counts more passes is slower.
+variant below changes one choice of ``bench.fit_ascii``: a floor, a share of the objective, a bound, or what is
+counted (a pattern, digrams). The script refits claude and cl100k with that change and judges the held-out goals as
+``bench.estimator`` does, on the made tool output, the real runs and the files written through tool calls, and
+beside them the lowest of Claude Code's views of code no fit has seen (``tests/test_estimate.py`` holds them at 0.95
+or more). Each is also timed against tiktoken's ``encode`` on the mixed text in the same run, as ``bench.estimator``
+times the shipped profiles (goal: 20× or more): a variant that counts more passes is slower.
 
 The first row is the shipped profiles, not refitted; the second refits them with the shipped choices. The fit stops
 at a proven gap, not a clock, so a refit of the same input (the data, and the weights it starts from, which set the
