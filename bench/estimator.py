@@ -449,8 +449,7 @@ def main() -> None:
     print(table_or_skip(fitted, held_real_kinds, held_real_whole))
     if held_real_whole:
         print("\nEach held-out run, whole (SOURCES.md there says which round took it):\n")
-        labels = [f"{c.label} ÷ {c.reference}" for c in fitted if c.label in held_real_whole]
-        print(table(["run", *labels], run_rows(fitted, held_real_whole)))
+        print(run_table(fitted, held_real_whole))
     print(
         "\n## Files written through tool calls (assistant messages: a Write call or function-call arguments, the "
         "content JSON-escaped; bench/tool_output.py), the draw fitted to (claude's and o200k's weights; cl100k's "
@@ -495,11 +494,13 @@ def main() -> None:
     sys.stdout.flush()
 
 
-def run_rows(countings: Sequence[Counting], whole: dict[str, list[float]]) -> list[list[str]]:
-    """A row for each held-out real run: estimate ÷ real count of the whole run under each counting."""
-    labels = [c.label for c in countings if c.label in whole]
+def run_table(countings: Sequence[Counting], whole: dict[str, list[float]]) -> str:
+    """A row for each held-out real run: estimate ÷ real count of the whole run under each counting (``whole`` as
+    :func:`trajectory_ratios` gives it, in the runs' order)."""
+    counted = [c for c in countings if c.label in whole]
     runs = trajectory_conversations(held_out=True)
-    return [[run.name, *(f"{whole[label][i]:.3f}" for label in labels)] for i, run in enumerate(runs)]
+    rows = [[run.name, *(f"{whole[c.label][i]:.3f}" for c in counted)] for i, run in enumerate(runs)]
+    return table(["run", *(f"{c.label} ÷ {c.reference}" for c in counted)], rows)
 
 
 def table_or_skip(countings: Sequence[Counting], by_kind: Ratios, whole: dict[str, list[float]]) -> str:

@@ -9,6 +9,7 @@ import logging
 import pytest
 
 from bench import estimator, worker_overhead
+from bench.trajectories import trajectory_conversations
 
 
 def test_the_worker_overhead_benchmark_times_every_size(
@@ -42,6 +43,8 @@ def test_the_estimator_benchmark_judges_its_goals(capsys: pytest.CaptureFixture[
     assert "agent tool output" in out and "Real agent runs, held out" in out and "ms per MB" in out
     assert "## Files written through tool calls" in out and "Python, written by a tool call" in out
     assert "each language's messages in this machine's catalogs" in out
+    runs = out.split("Each held-out run, whole", 1)[1].split("\n## ", 1)[0]
+    assert all(f"| {run.name} |" in runs for run in trajectory_conversations(held_out=True))
     assert "| Latin | cl100k |" in out or "Skipped: no message catalogs" in out
     goals = out.split("## Goals", 1)[1]
     for goal in (
