@@ -17,6 +17,10 @@ Id = Annotated[int, Field(ge=1, le=MAX_ID)]
 """An id in a path, a query or a body: out of range is a 422 naming the field, never a database error."""
 
 
+ENDPOINT = "the host its requests go to, recorded when it was created (null: created before hosts were recorded)"
+EMULATOR = "true: answered by the bundled emulator, not a real provider"
+
+
 class Schema(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
@@ -100,6 +104,8 @@ class JobCheck(BaseModel):
     """What a job would be, had it been submitted: the defaults filled in, the checks passed."""
 
     model: str
+    endpoint: str | None = Field(default=None, description=ENDPOINT)
+    emulator: bool = Field(default=False, description=EMULATOR)
     budget: int
     hard_limit: int
     max_steps: int
@@ -171,6 +177,8 @@ class JobSummary(Schema):
     parent_id: int | None
     status: JobStatus
     model: str
+    endpoint: str | None = Field(default=None, description=ENDPOINT)
+    emulator: bool = Field(default=False, description=EMULATOR)
     steps_done: int
     instruction_excerpt: str
     created_at: datetime
@@ -190,6 +198,8 @@ class JobView(BaseModel):
     instruction: str
     model: str
     provider: str
+    endpoint: str | None = Field(default=None, description=ENDPOINT)
+    emulator: bool = Field(default=False, description=EMULATOR)
     budget: int
     hard_limit: int
     locale: str
@@ -251,6 +261,7 @@ class StepView(Schema):
     summary: SummaryView | None = Field(
         default=None, description="a compaction (stage 'compaction'): the summary it wrote, which later requests send"
     )
+    emulator: bool = Field(default=False, description="sent to the bundled emulator, not a real provider")
 
 
 # Notices
@@ -259,6 +270,7 @@ class StepView(Schema):
 class NoticeView(Schema):
     id: int
     job_id: int
+    emulator: bool = Field(default=False, description="the job was answered by the bundled emulator")
     text: str
     created_at: datetime
     read_at: datetime | None

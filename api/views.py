@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from api.schemas import ChildJob, JobSummary, JobView, LastRequest, Limits, Progress, Reading, Usage
 from models.catalogue import CATALOGUE, lifecycle_warning
 from models.continuation import continuation_of
+from models.endpoints import host_of
 from models.history import distinct_read, read_calls
 from models.jobs import children_of, last_step
 from models.tables import Document, Job, Step
@@ -32,6 +33,8 @@ def job_view(session: Session, job: Job) -> JobView:
         instruction=job.instruction,
         model=job.model,
         provider=job.provider,
+        endpoint=host_of(job.endpoint) if job.endpoint else None,
+        emulator=job.emulator,
         budget=job.budget,
         hard_limit=job.hard_limit,
         locale=job.locale,
@@ -125,6 +128,8 @@ def job_summary(job: Job) -> JobSummary:
         parent_id=job.parent_id,
         status=job.status,
         model=job.model,
+        endpoint=host_of(job.endpoint) if job.endpoint else None,
+        emulator=job.emulator,
         steps_done=job.step,
         instruction_excerpt=excerpt,
         created_at=job.created_at,

@@ -32,6 +32,7 @@ from bench.chaos_report import render, results_markdown
 from bench.chaos_result import CODE_DIR, ChaosConfig, ChaosResult, FaultRecord
 from bench.chaos_services import Emulator, Postgres, Processes, Redis, SentrySink
 from bench.provenance import provenance
+from bench.stack import environment
 from demo.chapters import chapters
 from models.db import Database
 from models.documents import add_document
@@ -133,11 +134,13 @@ def run_chaos(config: ChaosConfig, log: bool = True) -> ChaosResult:
             "PLIMSOLL_STEP_QUEUE": step_queue,
             "PLIMSOLL_LEASE_SECONDS": str(config.lease_seconds),
             "PLIMSOLL_RECONCILE_EVERY_SECONDS": str(config.reconcile_every_seconds),
+            "PLIMSOLL_EMULATOR_URL": emulator.base_url,
             "PLIMSOLL_ANTHROPIC_BASE_URL": emulator.base_url,
             "PLIMSOLL_ANTHROPIC_API_KEY": "chaos",
             "PLIMSOLL_SENTRY_DSN": sink.dsn,
             "PLIMSOLL_SENTRY_ENVIRONMENT": "chaos",
         }
+        stack.enter_context(environment({"PLIMSOLL_EMULATOR_URL": emulator.base_url}))  # the jobs made here
         cluster = Cluster(processes, config.code_dir, env, config.workers)
         stack.callback(cluster.close)
         if config.broker == "rabbitmq":

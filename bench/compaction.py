@@ -28,10 +28,9 @@ from typing import Any
 
 from bench.provenance import header
 from bench.report import table
-from bench.stack import fresh_database
+from bench.stack import bundled_emulator, fresh_database
 from demo.chapters import chapters
 from demo.run import notes_matching
-from emulator import EmulatorConfig, EmulatorServer
 from models.db import Database
 from models.documents import add_document
 from models.history import all_messages, append_messages
@@ -246,7 +245,7 @@ HEADER = [
 def run(scale: int = 1) -> tuple[str, list[Goal]]:
     """Every workload under every policy; the report (Markdown) and the goals."""
     results: dict[tuple[str, str], Outcome] = {}
-    with fresh_database(prefix="plimsoll_bench") as url, EmulatorServer(EmulatorConfig()) as emulator:
+    with fresh_database(prefix="plimsoll_bench") as url, bundled_emulator() as emulator:
         database = Database(url)
         provider = AnthropicProvider(api_key="bench", base_url=emulator.base_url)
         services = Services(

@@ -33,9 +33,9 @@ from bench import fleet_sleep
 from bench.chaos_services import Processes
 from bench.provenance import header
 from bench.report import table
-from bench.stack import REDIS_URL, fresh_database, worker_environment
+from bench.stack import REDIS_URL, bundled_emulator, fresh_database, worker_environment
 from demo.chapters import chapters
-from emulator import EmulatorConfig, EmulatorServer
+from emulator import EmulatorServer
 from models.db import Database
 from models.documents import add_document
 from models.jobs import create_job
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run(workload: Workload, modes: tuple[Mode, ...] = MODES) -> list[Result]:
-    with EmulatorServer(EmulatorConfig()) as emulator, fresh_database(prefix="plimsoll_fleet") as url:
+    with bundled_emulator() as emulator, fresh_database(prefix="plimsoll_fleet") as url:
         database = Database(url)
         try:
             return [run_mode(workload, mode, emulator, database, url) for mode in modes]
@@ -293,7 +293,7 @@ def per_window(answered: list[dict[str, Any]], limit: float, window: float) -> l
 
 def forget_learned_limits() -> None:
     client = redis.Redis.from_url(REDIS_URL)
-    for key in client.scan_iter(f"plimsoll:ratelimit:{{anthropic/{MODEL}}}*"):
+    for key in client.scan_iter(f"plimsoll:ratelimit:{{anthropic/{MODEL}@*"):
         client.delete(key)
     client.close()
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 
 from bench import fleet
 from bench.report import table
-from bench.stack import fresh_database
-from emulator import EmulatorConfig, EmulatorServer
+from bench.stack import bundled_emulator, fresh_database
+from emulator import EmulatorConfig
 from models.db import Database
 
 LEVELS = (5, 2)  # the limit is 1/level of the demand
@@ -48,7 +48,7 @@ class Demand:
 def run(workload: fleet.Workload, divisors: tuple[int, ...] = LEVELS) -> Demand:
     mode = fleet.MODES[0]  # admission on: the default
     config = EmulatorConfig(latency_seconds=LATENCY_SECONDS)
-    with EmulatorServer(config) as emulator, fresh_database(prefix="plimsoll_fleet_demand") as url:
+    with bundled_emulator(config) as emulator, fresh_database(prefix="plimsoll_fleet_demand") as url:
         database = Database(url)
         try:
             unlimited = fleet.run_mode(replace(workload, input_tokens_per_minute=0), mode, emulator, database, url)

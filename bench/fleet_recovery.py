@@ -31,7 +31,7 @@ from celery import Celery
 from sqlalchemy import select
 
 from bench.chaos_services import Processes
-from bench.stack import REDIS_URL, fresh_database, worker_environment
+from bench.stack import REDIS_URL, bundled_emulator, fresh_database, worker_environment
 from emulator import EmulatorConfig, EmulatorServer
 from models.db import Database
 from models.documents import add_document
@@ -93,7 +93,7 @@ class HangResult:
 
 def measure_kill(run: KillRun) -> KillResult:
     config = EmulatorConfig(latency_seconds=run.latency_seconds)
-    with EmulatorServer(config) as emulator, fresh_database(prefix="plimsoll_fleet_kill") as url:
+    with bundled_emulator(config) as emulator, fresh_database(prefix="plimsoll_fleet_kill") as url:
         database = Database(url)
         try:
             return _kill(run, emulator, database, url)
@@ -213,7 +213,7 @@ def _wait_claimed_again(
 def measure_hang(idle_seconds: float | None = None) -> HangResult:
     """One job; its first model call hangs (for far longer than the idle timeout)."""
     idle = idle_seconds if idle_seconds is not None else Settings().request_timeout_seconds
-    with EmulatorServer(EmulatorConfig()) as emulator, fresh_database(prefix="plimsoll_fleet_hang") as url:
+    with bundled_emulator() as emulator, fresh_database(prefix="plimsoll_fleet_hang") as url:
         database = Database(url)
         queue = f"plimsoll-fleet-hang-{uuid.uuid4().hex[:8]}"
         extra = {"PLIMSOLL_REQUEST_TIMEOUT_SECONDS": str(idle_seconds)} if idle_seconds is not None else {}

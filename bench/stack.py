@@ -17,6 +17,7 @@ import uvicorn
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from emulator import EmulatorConfig, EmulatorServer
 from models import db, settings
 from models.migrate import upgrade
 
@@ -51,10 +52,14 @@ def clear_cached_settings() -> None:
 
 
 @contextmanager
-def environment(values: Mapping[str, str]) -> Iterator[None]:
-    """Settings given to every part through the environment, as in production; restored afterwards."""
+def environment(values: Mapping[str, str | None]) -> Iterator[None]:
+    """Settings given to every part through the environment, as in production (None: unset); restored afterwards."""
     saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     clear_cached_settings()
     try:
         yield
@@ -65,6 +70,17 @@ def environment(values: Mapping[str, str]) -> Iterator[None]:
             else:
                 os.environ[name] = value
         clear_cached_settings()
+
+
+@contextmanager
+def bundled_emulator(config: EmulatorConfig | None = None) -> Iterator[EmulatorServer]:
+    """The emulator in this process, and the settings that send the emulator's models to it (PLIMSOLL_EMULATOR_URL),
+    as make up's are."""
+    with (
+        EmulatorServer(config or EmulatorConfig()) as emulator,
+        environment({"PLIMSOLL_EMULATOR_URL": emulator.base_url}),
+    ):
+        yield emulator
 
 
 @contextmanager
@@ -123,6 +139,7 @@ def worker_environment(url: str, queue: str, emulator_url: str, api_key: str) ->
         "PLIMSOLL_BROKER_URL": REDIS_URL,
         "PLIMSOLL_QUEUE": "celery",
         "PLIMSOLL_STEP_QUEUE": queue,
+        "PLIMSOLL_EMULATOR_URL": emulator_url,
         "PLIMSOLL_ANTHROPIC_BASE_URL": emulator_url,
         "PLIMSOLL_ANTHROPIC_API_KEY": api_key,
     }

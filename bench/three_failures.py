@@ -28,10 +28,10 @@ from sqlalchemy import select
 from api.client import PlimsollClient
 from bench.provenance import header, png_metadata
 from bench.report import table
-from bench.stack import api_server, celery_worker, environment, fresh_database
+from bench.stack import api_server, bundled_emulator, celery_worker, environment, fresh_database
 from demo.chapters import chapters, corpus_text, generated_text
 from demo.run import notes_matching
-from emulator import EmulatorConfig, EmulatorServer
+from emulator import EmulatorServer
 from models.db import Database
 from models.history import documents_read
 from models.options import JobOptions
@@ -441,10 +441,11 @@ def run(
 @contextmanager
 def real_stack() -> Iterator[Stack]:
     """PostgreSQL (a fresh database), Redis, a Celery worker, the API and the emulator."""
-    with fresh_database(prefix="plimsoll_bench") as url, EmulatorServer(EmulatorConfig()) as emulator:
+    with fresh_database(prefix="plimsoll_bench") as url, bundled_emulator() as emulator:
         values = {
             "PLIMSOLL_DATABASE_URL": url,
             "PLIMSOLL_QUEUE": "celery",
+            "PLIMSOLL_EMULATOR_URL": emulator.base_url,
             "PLIMSOLL_ANTHROPIC_BASE_URL": emulator.base_url,
             "PLIMSOLL_MAX_STEPS_PER_JOB": "400",
         }

@@ -13,9 +13,9 @@ import uuid
 from typing import Any
 
 from bench.report import table
-from bench.stack import fresh_database
+from bench.stack import bundled_emulator, fresh_database
 from demo.chapters import chapters
-from emulator import EmulatorConfig, EmulatorServer
+from emulator import EmulatorServer
 from models.db import Database
 from models.documents import add_document
 from models.history import append_messages
@@ -90,7 +90,7 @@ def measure(database: Database, emulator: EmulatorServer, stored: int, texts: di
 
 def main() -> None:
     texts = {c.name: c.text for c in chapters(60, chars=12_000, languages=("ru", "en", "zh"))}
-    with fresh_database(prefix="plimsoll_bench") as url, EmulatorServer(EmulatorConfig()) as emulator:
+    with fresh_database(prefix="plimsoll_bench") as url, bundled_emulator() as emulator:
         database = Database(url)
         rows = [measure(database, emulator, stored, texts) for stored in SIZES]
         database.dispose()

@@ -46,6 +46,11 @@ def consoles() -> tuple[Console, Console]:
     return out if out.is_terminal else Console(width=PIPE_WIDTH), Console(stderr=True)
 
 
+def model_shown(model: str, emulator: bool) -> str:
+    """The model as the person reads it, saying where the bundled emulator answered under a real model's name."""
+    return f"{model} on the emulator" if emulator and "emulator" not in model else model
+
+
 def table(*columns: str) -> Table:
     """A plain table; in a terminal, only its last column wraps."""
     from rich.table import Table

@@ -26,6 +26,7 @@ from cli.common import (
     consoles,
     fail,
     job_options,
+    model_shown,
     plain,
     print_json,
     table,
@@ -103,7 +104,8 @@ def submit(
         again = f" ({len(uploaded.reused)} stored already)" if uploaded.reused else ""
         plain(
             err,
-            f"Job {created.id} queued: {count(len(uploaded.documents), 'document')}{again}, {created.model}, "
+            f"Job {created.id} queued: {count(len(uploaded.documents), 'document')}{again}, "
+            f"{model_shown(created.model, created.emulator)}, "
             f"budget {created.budget:,} tokens.",
         )
         for warning in created.warnings:
@@ -219,8 +221,9 @@ def list_jobs(
     listing = table("id", "status", "model", "steps", "created (UTC)", "instruction")
     for job in page.items:
         parent = f" (of {job.parent_id})" if job.parent_id else ""
+        model = model_shown(job.model, job.emulator)
         listing.add_row(
-            f"{job.id}{parent}", job.status, job.model, f"{job.steps_done:,}", f"{job.created_at:%Y-%m-%d %H:%M}",
+            f"{job.id}{parent}", job.status, model, f"{job.steps_done:,}", f"{job.created_at:%Y-%m-%d %H:%M}",
             job.instruction_excerpt,
         )  # fmt: skip
     out.print(listing)
@@ -269,6 +272,8 @@ def steps(
             str(len(step.cleared)), str(step.dropped), step.stop_reason or "–",
         )  # fmt: skip
     out.print(listing)
+    if page.items[0].emulator:
+        plain(err, f"Job {job} was answered by the bundled emulator, not a real provider.")
     _more(err, shown=len(page.items), offset=offset, total=page.total)
 
 

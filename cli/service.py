@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import Json, consoles, print_json, require_database_setting
+from cli.common import Json, consoles, print_json, require_database_setting, table
 
 app = typer.Typer()
 
@@ -67,3 +67,22 @@ def migrate(as_json: Json = False) -> None:
     consoles()[1].print("The database is up to date.")
     if as_json:
         print_json({"revision": current_revision(url)})
+
+
+@app.command()
+def routes(as_json: Json = False) -> None:
+    """Where each provider's models go, with which key, and from which setting each came (the settings of this
+    shell: run it where the worker runs). Real keys are shown by their first and last characters only."""
+    from dataclasses import asdict
+
+    from models.endpoints import routes as provider_routes
+    from models.settings import get_settings
+
+    found = provider_routes(get_settings())
+    if as_json:
+        print_json([asdict(route) for route in found])
+        return
+    grid = table("provider", "address", "key")
+    for route in found:
+        grid.add_row(route.provider, f"{route.endpoint} ({route.endpoint_from})", f"{route.key} ({route.key_from})")
+    consoles()[0].print(grid)

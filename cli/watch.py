@@ -16,6 +16,7 @@ from rich.text import Text
 
 from api.client import ApiUnreachable, PlimsollClient
 from api.schemas import JobView
+from cli.common import model_shown
 from models.statuses import JobStatus
 
 STATUS_STYLES = {  # the unfinished ones: cyan
@@ -105,7 +106,7 @@ def job_panel(job: JobView, *, problem: str | None = None) -> Panel:
             rows.add_row(f"  subagent {child.id}", line)
     if problem:
         rows.add_row("", Text(problem, style="yellow"))
-    title = f"Job {job.id} · {job.model} (limit {job.hard_limit:,} tokens)"
+    title = f"Job {job.id} · {model_shown(job.model, job.emulator)} (limit {job.hard_limit:,} tokens)"
     return Panel(rows, title=title, title_align="left", expand=False)
 
 

@@ -95,7 +95,7 @@ def run_demo(
     database = Database(url)
     texts = {c.name: c.text for c in chapters(count, chars=chars)}
     with EmulatorServer(EmulatorConfig(limit=limit)) as emulator:
-        settings = Settings(database_url=url, queue="inprocess", anthropic_base_url=emulator.base_url)
+        settings = Settings(database_url=url, queue="inprocess", emulator_url=emulator.base_url)
         if calibration_floor is not None:
             settings = settings.model_copy(update={"calibration_floor": calibration_floor})
         worker = InProcessWorker(lambda enqueue: make_services(enqueue, settings=settings, database=database))

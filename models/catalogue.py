@@ -10,6 +10,7 @@ from plimsoll import PROFILES
 
 Provider = Literal["anthropic", "openai"]
 MIN_BUDGET = 1_000  # the smallest budget a job may have
+EMULATOR = "emulator"  # a model's base_url that means the bundled emulator
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,9 @@ class ModelSpec:
     # False keeps the estimate even where the tokenizer is at hand: the bundled emulator's models, which stand in
     # for a provider whose tokenizer is private, so that jobs on them exercise the estimate and the calibrator.
     exact_counts: bool = True
+    # Where its requests go (models/endpoints.py): None, its provider's API as the settings give it; EMULATOR,
+    # the bundled emulator (PLIMSOLL_EMULATOR_URL); or an address of its own (an open model's server).
+    base_url: str | None = None
 
     @property
     def max_budget(self) -> int:
@@ -54,8 +58,26 @@ CATALOGUE: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
         # The bundled emulator: Anthropic's wire format, counting with cl100k, the 1M limit of the write-up.
-        ModelSpec("plimsoll-emulator", "anthropic", 1_000_000, 400_000, "cl100k", 16_000, exact_counts=False),
-        ModelSpec("plimsoll-emulator-openai", "openai", 1_000_000, 400_000, "cl100k", 16_000, exact_counts=False),
+        ModelSpec(
+            "plimsoll-emulator",
+            "anthropic",
+            1_000_000,
+            400_000,
+            "cl100k",
+            16_000,
+            exact_counts=False,
+            base_url=EMULATOR,
+        ),
+        ModelSpec(
+            "plimsoll-emulator-openai",
+            "openai",
+            1_000_000,
+            400_000,
+            "cl100k",
+            16_000,
+            exact_counts=False,
+            base_url=EMULATOR,
+        ),
         # Anthropic's current models, as the installed SDK lists them. The limits here are a cautious fallback:
         # the worker learns the real ones from the Models API (worker/model_limits.py).
         ModelSpec("claude-opus-5-5", "anthropic", 200_000, 160_000, "claude", 16_000),

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from models.catalogue import MIN_BUDGET, UnknownModel, model_spec, retired_refusal
+from models.catalogue import MIN_BUDGET, ModelSpec, Provider, UnknownModel, model_spec, retired_refusal
 from models.documents import documents_of
+from models.endpoints import Endpoint, endpoint_for
 from models.errors import InvalidInput, NotFound
 from models.history import append_messages
 from models.model_facts import learned_limits, model_calibration
 from models.options import JobOptions
-from models.settings import get_settings
+from models.settings import Settings, get_settings
 from models.statuses import CALIBRATED, Strategy
 from models.tables import Job, JobDocument, JobKind, JobStatus, Step, now
 from plimsoll.compaction import POLICIES
@@ -68,8 +69,9 @@ def create_job(
     if compaction not in POLICIES:
         raise InvalidInput(f"unknown compaction {compaction!r}; known: {', '.join(POLICIES)}")
     name = options.model or settings.default_model
-    known = learned_limits(session, name)
     try:
+        endpoint = _endpoint(model_spec(name, settings.models), parent, settings)
+        known = learned_limits(session, endpoint.base_url, name)
         spec = model_spec(name, settings.models, learned=known[:2] if known else None)
     except UnknownModel as error:
         raise InvalidInput(str(error)) from None
@@ -102,6 +104,8 @@ def create_job(
         instruction=instruction,
         model=spec.name,
         provider=spec.provider,
+        endpoint=endpoint.base_url,
+        emulator=endpoint.emulator,
         profile=_PROFILES.get(strategy, spec.profile),
         budget=budget,
         hard_limit=spec.context_limit,
@@ -111,7 +115,9 @@ def create_job(
         safety_net=options.safety_net,
         compaction=compaction,
         status=JobStatus.QUEUED,
-        calibration=model_calibration(session, spec.name, spec.profile) if strategy in CALIBRATED else {},
+        calibration=(
+            model_calibration(session, endpoint.base_url, spec.name, spec.profile) if strategy in CALIBRATED else {}
+        ),
         max_steps=max_steps,
         max_input_tokens=max_input_tokens,
         tool_calls={},
@@ -128,6 +134,21 @@ def create_job(
     listed = names if parent is None else []
     append_messages(session, job, [opening_message(instruction, listed)], step=0)
     return job
+
+
+def _endpoint(spec: ModelSpec, parent: Job | None, settings: Settings) -> Endpoint:
+    """Where the job's requests go: a subagent on its main job's model goes where the main job goes."""
+    if parent is not None and parent.endpoint is not None and parent.model == spec.name:
+        return Endpoint(spec.provider, parent.endpoint, parent.emulator)
+    return endpoint_for(spec, settings)
+
+
+def job_endpoint(job: Job, settings: Settings) -> Endpoint:
+    """Where ``job``'s requests go: as recorded when it was created, or (a job from before endpoints were
+    recorded) as the settings route its model now."""
+    if job.endpoint is not None:
+        return Endpoint(cast(Provider, job.provider), job.endpoint, job.emulator)
+    return endpoint_for(model_spec(job.model, settings.models), settings)
 
 
 def end_job(job: Job, status: JobStatus, *, error: str | None = None, at: datetime | None = None) -> None:

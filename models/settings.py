@@ -6,12 +6,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="PLIMSOLL_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="PLIMSOLL_", env_file=".env", extra="ignore", populate_by_name=True)
 
     database_url: str = "sqlite:///var/plimsoll.sqlite3"
     broker_url: str = "redis://127.0.0.1:6379/0"
@@ -26,10 +26,26 @@ class Settings(BaseSettings):
     # A reply that was paid for is stored through a database outage of up to this long before it is given up.
     store_retry_seconds: float = Field(default=120.0, ge=0.0)
 
-    anthropic_api_key: SecretStr = SecretStr("emulator")
-    anthropic_base_url: str | None = None  # None: the SDK's default, api.anthropic.com
-    openai_api_key: SecretStr = SecretStr("emulator")
-    openai_base_url: str | None = None
+    # Where requests go (models/endpoints.py). A real model (claude-*, gpt-*) goes to its provider's API with the
+    # provider's key and address, read from the PLIMSOLL_ name or else the official SDKs' own (ANTHROPIC_API_KEY,
+    # ANTHROPIC_BASE_URL, OPENAI_API_KEY, OPENAI_BASE_URL); no key, and a job on it is refused. The bundled
+    # emulator's models (plimsoll-emulator*) go to emulator_url, and real ones too only where the operator says
+    # so (real_models_on_emulator, or a provider's base URL set to the emulator's); such jobs say "emulator".
+    anthropic_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("PLIMSOLL_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")
+    )
+    anthropic_base_url: str | None = Field(  # None: the SDK's default, https://api.anthropic.com
+        default=None, validation_alias=AliasChoices("PLIMSOLL_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL")
+    )
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("PLIMSOLL_OPENAI_API_KEY", "OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(  # None: the SDK's default, https://api.openai.com/v1
+        default=None, validation_alias=AliasChoices("PLIMSOLL_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+    )
+    emulator_url: str | None = None  # the bundled emulator (python -m emulator), e.g. http://127.0.0.1:8765
+    emulator_api_key: SecretStr = SecretStr("emulator")  # what is sent to it (it accepts any key unless told)
+    real_models_on_emulator: bool = False  # the operator's choice: real model names answered by the emulator
     # No model call hangs for long: a call that sends nothing for request_timeout_seconds (its read-idle time;
     # replies are streamed, so a long generation is not taken for a hang) or runs past its deadline (the idle
     # time plus its output allowance at min_output_tokens_per_second) is a transient fault, and retried.

@@ -19,9 +19,11 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
+    select,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import DeclarativeBase, Mapped, column_property, mapped_column, relationship
 
 from models.statuses import JobKind as JobKind
 from models.statuses import JobStatus as JobStatus
@@ -116,6 +118,10 @@ class Job(Base):
     instruction: Mapped[str] = mapped_column(Text)
     model: Mapped[str] = mapped_column(String(100))
     provider: Mapped[str] = mapped_column(String(32))
+    # Where its requests go (models/endpoints.py), decided when it is created: the base URL, and whether that is
+    # the bundled emulator. None: a job created before endpoints were recorded (resolved from the settings).
+    endpoint: Mapped[str | None] = mapped_column(String(255), default=None)
+    emulator: Mapped[bool] = mapped_column(default=False, server_default=false())
     profile: Mapped[str] = mapped_column(String(32))
     budget: Mapped[int] = mapped_column(Integer)  # input tokens per request
     hard_limit: Mapped[int] = mapped_column(Integer)  # the model's context limit
@@ -260,6 +266,8 @@ class ModelFacts(Base):
 
     __tablename__ = "model_facts"
 
+    # Per endpoint and model: an emulator, a proxy and the real API may serve one model name and count differently.
+    endpoint: Mapped[str] = mapped_column(String(255), primary_key=True)
     model: Mapped[str] = mapped_column(String(100), primary_key=True)
     profile: Mapped[str] = mapped_column(String(32))  # the estimate profile the calibration is for
     calibration: Mapped[dict[str, Any]] = mapped_column(default=dict)  # plimsoll.Calibrator.to_dict()
@@ -280,5 +288,7 @@ class Notice(Base):
     text: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=now)
     read_at: Mapped[datetime | None] = mapped_column(default=None)
+    # Whether the bundled emulator answered the job, as the job recorded it (read with the notice, not stored).
+    emulator: Mapped[bool] = column_property(select(Job.emulator).where(Job.id == job_id).scalar_subquery())
 
     __table_args__ = (Index("ix_notices_tenant_unread", "tenant_id", "read_at"),)

@@ -18,24 +18,8 @@ export PLIMSOLL_QUEUE=celery
 export PLIMSOLL_STEP_QUEUE=${PLIMSOLL_STEP_QUEUE:-plimsoll-steps}
 export PLIMSOLL_SENTRY_ENVIRONMENT=${PLIMSOLL_SENTRY_ENVIRONMENT:-local}
 
-# The model, by configuration alone: a provider with a base URL set goes there; one with a real key (anything but
-# "emulator") and no base URL goes to its real API (the SDK's default address); every other one to the emulator.
-for provider in ANTHROPIC OPENAI; do
-  key=PLIMSOLL_${provider}_API_KEY url=PLIMSOLL_${provider}_BASE_URL
-  if [ -z "${!url:-}" ] && [ "${!key:-emulator}" = emulator ]; then
-    emulated=http://127.0.0.1:$EMULATOR_PORT
-    [ "$provider" = OPENAI ] && emulated=$emulated/v1
-    export "$url=$emulated"
-  fi
-done
-
-# Where a provider's jobs go, as the banner says it.
-model_of() {  # ANTHROPIC or OPENAI, then the real API's address
-  local url=PLIMSOLL_${1}_BASE_URL
-  case "${!url:-}" in
-    "") echo "$2 (the real API: PLIMSOLL_${1}_API_KEY is set)" ;;
-    "http://127.0.0.1:$EMULATOR_PORT" | "http://127.0.0.1:$EMULATOR_PORT/v1") echo "${!url} (the emulator)" ;;
-    *) echo "${!url} (PLIMSOLL_${1}_BASE_URL)" ;;
-  esac
-}
+# Where models go (models/endpoints.py): the emulator's own models to the emulator started here; a real model to
+# its provider's API with the key in PLIMSOLL_ANTHROPIC_API_KEY or ANTHROPIC_API_KEY (OpenAI likewise), refused
+# without one. The banner prints `plimsoll routes`: each provider's address and key, and where each came from.
+export PLIMSOLL_EMULATOR_URL=${PLIMSOLL_EMULATOR_URL:-http://127.0.0.1:$EMULATOR_PORT}
 export PLIMSOLL_DEFAULT_MODEL=${PLIMSOLL_DEFAULT_MODEL:-plimsoll-emulator}

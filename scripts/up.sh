@@ -31,8 +31,8 @@ Plimsoll is starting; Ctrl-C stops everything.
   API       http://$PUBLISH_ADDRESS:$API_PORT  (OpenAPI at /docs)
   Flower    http://127.0.0.1:$FLOWER_PORT  login ${FLOWER_BASIC_AUTH%%:*} / ${FLOWER_BASIC_AUTH#*:}
   emulator  http://$PUBLISH_ADDRESS:$EMULATOR_PORT
-  models    Anthropic: $(model_of ANTHROPIC https://api.anthropic.com), default model $PLIMSOLL_DEFAULT_MODEL
-            OpenAI: $(model_of OPENAI https://api.openai.com/v1)
+  models    default $PLIMSOLL_DEFAULT_MODEL; where each goes (plimsoll routes):
+$(plimsoll routes | sed 's/^/            /')
   database  $database
   broker    $PLIMSOLL_BROKER_URL, queue $PLIMSOLL_STEP_QUEUE
 From another shell: export PLIMSOLL_API_URL=http://127.0.0.1:$API_PORT, and PLIMSOLL_DATABASE_URL (above) for

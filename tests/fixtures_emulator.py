@@ -2,6 +2,7 @@
 
 - ``emulator``: the session's ``EmulatorServer`` (default settings: 1,000,000-token limit, cl100k). Point the
   Anthropic SDK at ``emulator.base_url`` and the OpenAI SDK at ``emulator.openai_base_url``.
+- ``emulator_answers_every_model`` (for every test): the settings route every model to that emulator.
 - ``emulator_reset``: the same server after ``reset()``: no stats, no cache entries, no faults, and the
   starting settings back. Use it in any test that changes settings or reads stats.
 - ``anthropic_provider`` / ``openai_provider``: the adapters pointed at the reset emulator.
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from bench.stack import environment
 from emulator import EmulatorConfig, EmulatorServer
 from worker.providers import AnthropicProvider, OpenAIProvider
 from worker.providers.base import Provider, Reply
@@ -47,6 +49,15 @@ DELEGATE_TOOL: dict[str, Any] = {
 def emulator() -> Iterator[EmulatorServer]:
     with EmulatorServer(EmulatorConfig()) as server:
         yield server
+
+
+@pytest.fixture(scope="session", autouse=True)
+def emulator_answers_every_model(emulator: EmulatorServer) -> Iterator[None]:
+    """The suite's jobs run on the session's emulator, real model names too, as an operator may choose with
+    PLIMSOLL_REAL_MODELS_ON_EMULATOR. The default routing (a real model needs its provider's key, and goes to
+    the provider's address) is tested on its own, with these settings taken away (tests/test_endpoints.py)."""
+    with environment({"PLIMSOLL_EMULATOR_URL": emulator.base_url, "PLIMSOLL_REAL_MODELS_ON_EMULATOR": "true"}):
+        yield
 
 
 @pytest.fixture

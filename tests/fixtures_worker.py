@@ -33,6 +33,7 @@ def worker_environment(database_url: str, emulator: EmulatorServer) -> Iterator[
         "PLIMSOLL_DATABASE_URL": database_url,
         "PLIMSOLL_BROKER_URL": REDIS_URL,
         "PLIMSOLL_QUEUE": "celery",
+        "PLIMSOLL_EMULATOR_URL": emulator.base_url,
         "PLIMSOLL_ANTHROPIC_BASE_URL": emulator.base_url,
         "PLIMSOLL_ANTHROPIC_API_KEY": TEST_API_KEY,
         "PLIMSOLL_OPENAI_BASE_URL": emulator.openai_base_url,

@@ -591,16 +591,17 @@ def test_the_settings_point_at_the_services(compose: dict[str, Any]) -> None:
     assert "--port" not in command(services["redis"]), "redis listens on 6379"
 
     emulator_port = listening_port("emulator", compose)
-    for variable, path in (("PLIMSOLL_ANTHROPIC_BASE_URL", ""), ("PLIMSOLL_OPENAI_BASE_URL", "/v1")):
-        url = urlsplit(env[variable] or "")
-        assert (url.scheme, url.hostname, url.port, url.path.rstrip("/")) == ("http", "emulator", emulator_port, path)
+    url = urlsplit(env["PLIMSOLL_EMULATOR_URL"] or "")
+    assert (url.scheme, url.hostname, url.port, url.path.rstrip("/")) == ("http", "emulator", emulator_port, "")
+    for variable in ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"):  # real models: the providers' own addresses
+        assert environment(services["worker"])[f"PLIMSOLL_{variable}"] is None
     assert option(command(services["emulator"]), "--host") == "0.0.0.0", "the emulator must listen beyond localhost"
 
 
 def test_the_settings_are_valid_for_plimsoll(compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     from models.settings import Settings
 
-    for name in [name for name in os.environ if name.startswith("PLIMSOLL_")]:
+    for name in [name for name in os.environ if name.startswith(("PLIMSOLL_", "ANTHROPIC_", "OPENAI_"))]:
         monkeypatch.delenv(name)
     env = plimsoll_environment(compose["services"]["api"])
     for name, value in env.items():
@@ -610,7 +611,8 @@ def test_the_settings_are_valid_for_plimsoll(compose: dict[str, Any], monkeypatc
     assert settings.queue == "celery"
     assert settings.database_url == env["PLIMSOLL_DATABASE_URL"]
     assert not settings.sentry_dsn, "no Sentry unless PLIMSOLL_SENTRY_DSN is set"
-    assert settings.anthropic_api_key.get_secret_value() == "emulator", "the default key is the emulator's placeholder"
+    assert settings.anthropic_api_key is None, "no key unless one is set: real models are refused, never emulated"
+    assert settings.emulator_url == "http://emulator:8765"
 
 
 # --- secrets and documentation --------------------------------------------------------------------------------

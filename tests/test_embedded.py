@@ -25,7 +25,7 @@ def test_with_the_in_process_queue_the_api_alone_runs_jobs_to_the_end(
     settings = {
         "PLIMSOLL_DATABASE_URL": url,
         "PLIMSOLL_QUEUE": "inprocess",
-        "PLIMSOLL_ANTHROPIC_BASE_URL": emulator_reset.base_url,
+        "PLIMSOLL_EMULATOR_URL": emulator_reset.base_url,
     }
     with environment(settings):
         try:

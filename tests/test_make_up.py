@@ -183,7 +183,8 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
         said = log.read_text()
         assert f"API       http://127.0.0.1:{api_port}" in said
         assert f"Flower    http://127.0.0.1:{flower_port}  login {login[0]} / {login[1]}" in said
-        assert f"Anthropic: http://127.0.0.1:{emulator_port} (the emulator)" in said  # no real key set
+        assert f"emulator   http://127.0.0.1:{emulator_port} (PLIMSOLL_EMULATOR_URL)" in said
+        assert "Anthropic's models are refused: set ANTHROPIC_API_KEY" in said  # no real key set
         assert httpx.get(f"http://127.0.0.1:{flower_port}/api/tasks").status_code == 401
 
         # The README's next block, from another shell: a tenant, then a job submitted with the CLI until done.

@@ -45,7 +45,7 @@ def test_a_models_first_step_learns_its_limits_and_later_jobs_are_held_to_them(
     run_to_end(job_id, services(database, provider, []))
 
     with database.session() as session:
-        facts = session.get_one(ModelFacts, "claude-sonnet-5-5")
+        facts = session.get_one(ModelFacts, (emulator_reset.base_url, "claude-sonnet-5-5"))
         assert (facts.context_limit, facts.max_output_tokens) == (50_000, 16_000)
         job = session.get_one(Job, job_id)
         assert (job.status, job.hard_limit, job.budget) == (JobStatus.SUCCEEDED, 50_000, 34_000)

@@ -82,7 +82,7 @@ def test_the_embedded_worker_reports_a_step_that_raised_and_goes_on(
         sound = create_job(session, tenant_id=tenant.id, instruction="Say hi.")
         broken_id, sound_id = broken.id, sound.id
     # The reconciler would queue the broken job again (and other tests' unfinished jobs): not in this test's time.
-    settings = Settings(queue="inprocess", anthropic_base_url=emulator_reset.base_url, reconcile_every_seconds=3600)
+    settings = Settings(queue="inprocess", emulator_url=emulator_reset.base_url, reconcile_every_seconds=3600)
     worker = InProcessWorker(lambda enqueue: make_services(enqueue, settings=settings, database=database), threads=1)
     try:
         worker.submit(broken_id)
@@ -112,7 +112,7 @@ def test_the_embedded_worker_waits_out_a_database_outage(
     with CuttableProxy((url.host or "127.0.0.1", url.port or 5432)) as proxy:
         through_proxy = Database(url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False))
         job_id = new_job(through_proxy, {"a.txt": "Alpha."})
-        settings = Settings(anthropic_base_url=emulator_reset.base_url, reconcile_every_seconds=3600)
+        settings = Settings(emulator_url=emulator_reset.base_url, reconcile_every_seconds=3600)
         proxy.cut()
         worker = InProcessWorker(lambda enqueue: make_services(enqueue, settings=settings, database=through_proxy))
         try:

@@ -220,10 +220,12 @@ class Ticket:
     job_id: int
     step: int
     tenant: int = 0  # whose share of the line it takes
+    endpoint: str = ""  # the host the request goes to: each endpoint's limits are its own (models/endpoints.py)
 
     def keys(self) -> list[str]:
         # One hash tag per limit group, so that a Redis Cluster keeps a script's keys on one node.
-        group = f"plimsoll:ratelimit:{{{self.provider}/{model_class(self.model)}}}"
+        at = f"@{self.endpoint}" if self.endpoint else ""
+        group = f"plimsoll:ratelimit:{{{self.provider}/{model_class(self.model)}{at}}}"
         return [
             f"{group}:limits",
             *(f"{group}:bucket:{kind}" for kind in KINDS),

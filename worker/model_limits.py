@@ -1,6 +1,6 @@
-"""Learning a model's limits from the provider's models endpoint, at most once a day per model, so the catalogue's
-static entry is only the fallback. Jobs created afterwards are validated against what was learned; a job created
-before is brought within the learned limits at its first step."""
+"""Learning a model's limits from the provider's models endpoint, at most once a day per endpoint and model, so
+the catalogue's static entry is only the fallback. Jobs created afterwards are validated against what was
+learned; a job created before is brought within the learned limits at its first step."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ logger = logging.getLogger(__name__)
 FRESH_FOR = timedelta(days=1)
 
 
-def learn_limits(database: Database, provider: Provider, *, model: str, profile: str) -> None:
-    """Ask the provider for ``model``'s limits unless they were learned within a day; keep what it says."""
+def learn_limits(database: Database, provider: Provider, *, endpoint: str, model: str, profile: str) -> None:
+    """Ask the provider at ``endpoint`` for ``model``'s limits unless they were learned there within a day; keep
+    what it says, for that endpoint alone."""
     with database.session() as session:
-        known = learned_limits(session, model)
+        known = learned_limits(session, endpoint, model)
     checked = known[2] if known else None
     if checked is not None and now() - (checked if checked.tzinfo else checked.replace(tzinfo=UTC)) < FRESH_FOR:
         return
@@ -35,7 +36,7 @@ def learn_limits(database: Database, provider: Provider, *, model: str, profile:
     if limits is None:
         return
     with database.session() as session:
-        record_limits(session, model, profile, context_limit=limits[0], max_output_tokens=limits[1])
+        record_limits(session, endpoint, model, profile, context_limit=limits[0], max_output_tokens=limits[1])
 
 
 def within_learned_limits(job: Job, limits: tuple[int, int] | None) -> None:

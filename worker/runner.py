@@ -26,9 +26,10 @@ from sqlalchemy.orm import Session
 
 from models.catalogue import MIN_BUDGET
 from models.db import Database
+from models.endpoints import host_of
 from models.history import append_messages, message_bodies, message_index
 from models.jobs import children_of, create_job, end_job, last_step
-from models.model_facts import learned_limits, observe_model
+from models.model_facts import endpoint_of, learned_limits, observe_model
 from models.options import JobOptions
 from models.settings import Settings
 from models.statuses import CALIBRATED
@@ -120,6 +121,7 @@ class _Prepared:
     strategy: Strategy
     provider: Provider
     provider_name: str
+    endpoint: str  # the host it goes to, which admission keeps limits for
     model: str
     max_tokens: int
     system: str
@@ -244,6 +246,7 @@ def _send(prepared: _Prepared, job_id: int, owner: str, services: Services) -> R
 
 def _ticket(prepared: _Prepared, job_id: int) -> Ticket:
     return Ticket(
+        endpoint=prepared.endpoint,
         provider=prepared.provider_name,
         model=prepared.model,
         job_id=job_id,
@@ -316,7 +319,8 @@ def _learn_limits(job_id: int, services: Services) -> None:
     try:
         job = in_transaction(services.database, lambda session: session.get(Job, job_id))
         if job is not None and job.step == 0 and job.strategy in CALIBRATED:
-            learn_limits(services.database, services.provider_for(job), model=job.model, profile=job.profile)
+            provider = services.provider_for(job)
+            learn_limits(services.database, provider, endpoint=endpoint_of(job), model=job.model, profile=job.profile)
     except Exception as error:
         logger.info(
             "job %s: the model's limits were not learned (%s)\n%s",
@@ -352,7 +356,7 @@ def _begin(
             return Outcome(job_id, "waiting_for_slot", job.step, job.status)
         job.status, job.started_at = JobStatus.RUNNING, now()
     if job.strategy in CALIBRATED:
-        known = learned_limits(session, job.model)
+        known = learned_limits(session, endpoint_of(job), job.model)
         within_learned_limits(job, known[:2] if known else None)
     try:
         prepared = _prepare(session, job, services)
@@ -490,6 +494,7 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
         strategy=job.strategy,
         provider=services.provider_for(job),
         provider_name=job.provider,
+        endpoint=host_of(job.endpoint) if job.endpoint else "",
         model=job.model,
         max_tokens=composed.max_tokens or job.max_output_tokens,
         system=system if composed.system is None else composed.system,
@@ -691,7 +696,7 @@ def _observe(session: Session, job: Job, *, estimated: int, reported: int) -> No
     calibrator = Calibrator.from_dict(job.calibration)
     calibrator.observe(estimated, reported)
     job.calibration = calibrator.to_dict()
-    observe_model(session, job.model, job.profile, estimated=estimated, reported=reported)
+    observe_model(session, endpoint_of(job), job.model, job.profile, estimated=estimated, reported=reported)
 
 
 def _replanned(

@@ -8,6 +8,8 @@ from collections.abc import Callable
 import redis
 
 from models.db import Database, get_database
+from models.endpoints import api_key_for
+from models.jobs import job_endpoint
 from models.settings import Settings, get_settings
 from models.tables import Job
 from worker.admission import Limiter
@@ -17,22 +19,22 @@ from worker.runner import Enqueue, Services
 
 
 def providers(settings: Settings) -> Callable[[Job], Provider]:
-    """One adapter per provider, made on first use and shared (the SDK clients are thread-safe)."""
-    made: dict[str, Provider] = {}
+    """One adapter per endpoint the jobs record (models/endpoints.py), made on first use and shared (the SDK
+    clients are thread-safe)."""
+    made: dict[tuple[str, str], Provider] = {}
     lock = threading.Lock()
 
     def provider_for(job: Job) -> Provider:
+        endpoint = job_endpoint(job, settings)
         with lock:
-            if job.provider not in made:
-                key = settings.anthropic_api_key if job.provider == "anthropic" else settings.openai_api_key
-                base_url = settings.anthropic_base_url if job.provider == "anthropic" else settings.openai_base_url
-                made[job.provider] = make_provider(
-                    job.provider,
-                    api_key=key.get_secret_value(),
-                    base_url=base_url,
+            if (endpoint.provider, endpoint.base_url) not in made:
+                made[endpoint.provider, endpoint.base_url] = make_provider(
+                    endpoint.provider,
+                    api_key=api_key_for(endpoint, settings),
+                    base_url=endpoint.base_url,
                     timeouts=timeouts(settings),
                 )
-            return made[job.provider]
+            return made[endpoint.provider, endpoint.base_url]
 
     return provider_for
 

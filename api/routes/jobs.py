@@ -26,6 +26,7 @@ from api.schemas import (
     SummaryView,
 )
 from api.views import job_summary, job_view, model_warnings
+from models.endpoints import host_of
 from models.history import summaries_of
 from models.jobs import create_job, end_job, job_of
 from models.settings import get_settings
@@ -78,6 +79,8 @@ def check_job(job_in: JobIn, tenant: TenantDep, session: SessionDep) -> JobCheck
     job = _job_of(session, tenant.id, job_in, check_only=True)  # nothing inserted: no job id is used up
     check = JobCheck(
         model=job.model,
+        endpoint=host_of(job.endpoint) if job.endpoint else None,
+        emulator=job.emulator,
         budget=job.budget,
         hard_limit=job.hard_limit,
         max_steps=job.max_steps,
@@ -125,7 +128,12 @@ def list_steps(job_id: Id, tenant: TenantDep, session: SessionDep, window: Windo
     rows, total = page_of(session, steps_query(job_id=job.id), offset=window.offset, limit=window.limit)
     summaries = {s.step: SummaryView.model_validate(s) for s in summaries_of(session, job.id)}
     return page(
-        [StepView.model_validate(s).model_copy(update={"summary": summaries.get(s.step)}) for s in rows], total, window
+        [
+            StepView.model_validate(s).model_copy(update={"summary": summaries.get(s.step), "emulator": job.emulator})
+            for s in rows
+        ],
+        total,
+        window,
     )
 
 
