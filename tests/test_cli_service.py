@@ -158,6 +158,6 @@ def test_demo_runs_on_the_embedded_defaults(tmp_path: Path, as_json: bool) -> No
     else:
         assert "chapters read and noted correctly" in outcome.stdout
         assert "2 of 2" in outcome.stdout
-        table = outcome.stdout[outcome.stdout.index("│ job ") :].splitlines()  # the first row, as the README shows
+        table = outcome.stdout[outcome.stdout.index("│ job ") :].splitlines()  # the first row, as docs/running.md shows
         assert "Plimsoll demo" not in outcome.stdout and "succeeded" in table[0]
     assert (tmp_path / "var").is_dir()

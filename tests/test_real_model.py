@@ -1,7 +1,7 @@
 """Real providers by configuration alone: `make up` (scripts/up-settings.sh) sends a provider's jobs to its real
 API whenever a real key is set without a base URL, to the emulator otherwise, and says which at start. The
-README's "With a real model" block runs as written, with the emulator standing in for api.anthropic.com at a
-base URL of its own (not make up's), so the code path of a real key is the one exercised."""
+block of docs/real-models.md ("With a real model") runs as written, with the emulator standing in for
+api.anthropic.com at a base URL of its own (not make up's), so the code path of a real key is the one exercised."""
 
 from __future__ import annotations
 
@@ -57,18 +57,17 @@ def test_a_base_url_set_is_kept() -> None:
     assert settings["ANTHROPIC_MODEL"] == "http://proxy:9000 (PLIMSOLL_ANTHROPIC_BASE_URL)"
 
 
-def readme_real_model_block() -> dict[str, str]:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### With a real model", 1)[1]
-    block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
-    assert block, "the README lost its 'With a real model' block"
+def real_model_block() -> dict[str, str]:
+    page = (ROOT / "docs" / "real-models.md").read_text()
+    block = re.search(r"```sh\n(.*?)```", page, re.DOTALL)
+    assert block, "docs/real-models.md lost its block"
     return dict(re.findall(r"^export (PLIMSOLL_\w+)=(\S+)", block.group(1), re.MULTILINE))
 
 
-def test_the_readme_real_model_block_runs_a_job_through_the_real_key_path(
+def test_the_real_model_block_runs_a_job_through_the_real_key_path(
     database: Database, emulator_reset: EmulatorServer, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
-    exported = readme_real_model_block()
+    exported = real_model_block()
     assert exported["PLIMSOLL_ANTHROPIC_API_KEY"] == "sk-ant-..."
     exported["PLIMSOLL_ANTHROPIC_API_KEY"] = REAL_KEY
     # make up's settings leave the base URL alone; here the emulator stands in for api.anthropic.com.
