@@ -1,5 +1,5 @@
 """docs/configuration.md, generated from the settings class (models/settings.py): each setting's environment
-variables, type, default and what the class says of it (its description, its own trailing comment, and the comment
+variables, type, default and what the class says of it (its description, its own comments, and the comment
 above the lines it heads). `make docs-config` writes the page; `--check` says whether the page is up to date
 (tests/test_docs.py fails when it is not)."""
 
@@ -49,8 +49,8 @@ class Group:
 
 
 def source_comments() -> tuple[dict[str, str], list[Group]]:
-    """Each field's trailing comment, and the fields in groups: a comment above a field heads a new group, and so
-    does a blank line."""
+    """Each field's own comments (on its lines), and the fields in groups: a comment above a field heads a new
+    group, and so does a blank line."""
     source = inspect.getsource(Settings)
     comments = {
         token.start[0]: token.string.lstrip("#").strip()
@@ -78,8 +78,9 @@ def source_comments() -> tuple[dict[str, str], list[Group]]:
             groups.append(Group(comment=" ".join(above)))
         groups[-1].names.append(name)
         end = node.end_lineno or node.lineno
-        if end in comments and not lines[end - 1].strip().startswith("#"):
-            trailing[name] = comments[end]
+        inside = [comments[line] for line in range(node.lineno, end + 1) if line in comments]
+        if inside:
+            trailing[name] = " ".join(inside)
         previous_end = end
     return trailing, groups
 
