@@ -12,7 +12,7 @@ PIP_PROJECT := $(QUIET_BUILD) $(BIN)/pip install --quiet --no-deps --no-build-is
 COMPILE := $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes \
 	--custom-compile-command "make lock"
 
-.PHONY: demo up test lint bench install install-dev install-up lock upgrade services compose chromium clean
+.PHONY: demo up test lint docs docs-config bench install install-dev install-up lock upgrade services compose chromium clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +76,14 @@ lint: install-dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy plimsoll models worker api cli emulator demo bench vocab
 	$(BIN)/lint-imports
+	$(MAKE) docs
+
+# Offline: mkdocs.yml turns off the theme's web fonts and uses no plugin that fetches anything.
+docs: install-dev  ## the documentation site from docs/ into site/; strict: a broken link or include fails it
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs-config: install-dev  ## docs/configuration.md again, from the settings class (models/settings.py)
+	$(BIN)/python scripts/settings_page.py
 
 bench: install-dev  ## the benchmarks, each printing its tables
 	$(BIN)/python -m bench.estimator
@@ -89,4 +97,4 @@ bench: install-dev  ## the benchmarks, each printing its tables
 	$(BIN)/python -m bench.chaos --broker both
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache .hypothesis build plimsoll/_scan.*.so
+	rm -rf $(VENV) var site .pytest_cache .mypy_cache .ruff_cache .hypothesis build plimsoll/_scan.*.so

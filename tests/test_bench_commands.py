@@ -1,5 +1,5 @@
-"""The benchmarks the README quotes that have no scaled-down test of their own run here as the README shows
-them: each prints its tables, the worker benchmark's steps all ran to their end (none left for the
+"""The benchmarks the documentation quotes that have no scaled-down test of their own run here as the pages show
+them (docs/benchmarks/): each prints its tables, the worker benchmark's steps all ran to their end (none left for the
 reconciler), and the estimator meets the default profile's goals."""
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ def test_the_worker_overhead_benchmark_times_every_size(
     assert not [r for r in caplog.records if "not queued" in r.getMessage()]
 
 
-# Measured and reported (README, "Token estimates"): on the 39 held-out real agent runs the median run sits over
+# Measured and reported (docs/benchmarks/estimates.md): on the 39 held-out real agent runs the median run sits over
 # 1.15 under cl100k (its fallback estimate: OpenAI's models count exactly by default). claude, the default, meets it.
 KNOWN_SHORTFALL = (
     "cl100k: median conversation ≤ 1.15 (real agent runs, held out)",
     # fitted before the files written through tool calls were (tests/test_tool_output.py: KNOWN_LOW_WRITTEN)
     "cl100k: every file written through a tool call ≥ 500 tokens ≥ 0.9 (held out)",
-    # Measured and reported (README, "Token estimates"): languages whose words the tokenizers split finely (Māori,
+    # Measured and reported (docs/benchmarks/estimates.md): languages whose words the tokenizers split finely (Māori,
     # Welsh, Basque; Mongolian and Kazakh in Cyrillic) are counted under by every profile; no fit has held the
     # catalogs' languages at their real count (the ASCII refit holds the Latin-script ones at their estimate before).
     *(f"{p}: every language of this machine's message catalogs never under" for p in estimator.FITTED),

@@ -1,8 +1,8 @@
-"""``python -m bench.compaction`` with the defaults, as the README quotes it: every goal of the benchmark is met but
-one, which this workload cannot meet (README, "Compaction"): a summary request must show the model what it
-summarizes, so the long-output job's summaries take at least the ~87k tokens of rounds that no longer fit, and since
-compaction made that job cheap (1.19 M input tokens in all) those tokens are over 5 % of it. The test fails on any
-other goal NOT MET, and if that one is ever met, so that the README is corrected."""
+"""``python -m bench.compaction`` with the defaults, as docs/benchmarks/compaction.md quotes it: every goal of the
+benchmark is met but one, which this workload cannot meet (the page says why): a summary request must show the
+model what it summarizes, so the long-output job's summaries take at least the ~87k tokens of rounds that no longer
+fit, and since compaction made that job cheap (1.19 M input tokens in all) those tokens are over 5 % of it. The test
+fails on any other goal NOT MET, and if that one is ever met, so that the page is corrected."""
 
 from __future__ import annotations
 

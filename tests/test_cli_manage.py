@@ -1,6 +1,6 @@
 """The person's and the operator's commands beyond submit and watch, through typer's runner against the real API
 under uvicorn and the test PostgreSQL: jobs, cancel, steps, messages, documents, tenant list/revoke/rotate-key,
-submit's job options, checks and clean-up, --json everywhere, and the exit codes the README documents."""
+submit's job options, checks and clean-up, --json everywhere, and the exit codes docs/api-cli.md documents."""
 
 from __future__ import annotations
 
@@ -458,15 +458,14 @@ def works(served: Served, key: str) -> bool:
     return True
 
 
-# The README's CLI section: every command it shows exists, parses, and is run by a test (test_cli*.py, and
+# The CLI's page (docs/api-cli.md): every command it shows exists, parses, and is run by a test (test_cli*.py, and
 # test_continue_e2e.py for continue)
 
 
-def readme_commands() -> list[list[str]]:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### The API and the CLI", 1)[1].split("\n## ", 1)[0]
+def documented_commands() -> list[list[str]]:
+    page = (ROOT / "docs" / "api-cli.md").read_text(encoding="utf-8")
     lines = []
-    for block in re.findall(r"```sh\n(.*?)```", section, flags=re.S):
+    for block in re.findall(r"```sh\n(.*?)```", page, flags=re.S):
         for line in block.splitlines():
             command = line.split("  #", 1)[0].strip()
             if command.startswith("plimsoll "):
@@ -474,9 +473,9 @@ def readme_commands() -> list[list[str]]:
     return lines
 
 
-def test_every_command_in_the_readme_parses_and_is_tested(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PLIMSOLL_API_KEY", "pls_the_readme_exports_it")  # as the README's export line does
-    commands = readme_commands()
+def test_every_command_on_the_cli_page_parses_and_is_tested(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLIMSOLL_API_KEY", "pls_the_page_exports_it")  # as the page's export line does
+    commands = documented_commands()
     modules = [*sorted((ROOT / "tests").glob("test_cli*.py")), ROOT / "tests" / "test_continue_e2e.py"]
     tested = "".join(path.read_text(encoding="utf-8") for path in modules)
     group: Any = typer.main.get_command(cli)
@@ -487,7 +486,7 @@ def test_every_command_in_the_readme_parses_and_is_tested(monkeypatch: pytest.Mo
         quoted = [f'"{part}"' for part in name.split()]
         assert ", ".join(quoted) in tested, f"no test runs `plimsoll {name}`"
     documented = {argv[0] for argv in commands}
-    assert documented == set(group.commands), "a command is missing from the README, or the README names one more"
+    assert documented == set(group.commands), "a command is missing from docs/api-cli.md, or the page names one more"
 
 
 def parse(group: Any, argv: list[str]) -> Any:

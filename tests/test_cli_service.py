@@ -158,6 +158,35 @@ def test_demo_runs_on_the_embedded_defaults(tmp_path: Path, as_json: bool) -> No
     else:
         assert "chapters read and noted correctly" in outcome.stdout
         assert "2 of 2" in outcome.stdout
-        table = outcome.stdout[outcome.stdout.index("│ job ") :].splitlines()  # the first row, as the README shows
+        table = outcome.stdout[outcome.stdout.index("│ job ") :].splitlines()  # the first row, as docs/running.md shows
         assert "Plimsoll demo" not in outcome.stdout and "succeeded" in table[0]
     assert (tmp_path / "var").is_dir()
+
+
+def test_routes_says_where_each_providers_jobs_go_and_never_shows_a_key_whole() -> None:
+    key = "sk-ant-api03-" + "r" * 30
+    environment = {
+        "PATH": os.environ["PATH"],
+        "ANTHROPIC_API_KEY": key,
+        "PLIMSOLL_OPENAI_BASE_URL": "http://127.0.0.1:8765/v1",
+        "PLIMSOLL_EMULATOR_URL": "http://127.0.0.1:8765",
+    }
+    command = [sys.executable, "-m", "cli", "routes", "--json"]
+    run = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, check=True)
+    routes = {route["provider"]: route for route in json.loads(run.stdout)}
+    assert routes["Anthropic"] == {
+        "provider": "Anthropic",
+        "endpoint": "https://api.anthropic.com",
+        "endpoint_from": "the SDK's default",
+        "key": "sk-ant-…rrrr",
+        "key_from": "ANTHROPIC_API_KEY",
+    }
+    assert (routes["OpenAI"]["endpoint_from"], routes["OpenAI"]["key"]) == (
+        "PLIMSOLL_OPENAI_BASE_URL: the emulator",
+        "emulator",
+    )
+    assert (routes["emulator"]["endpoint"], routes["emulator"]["endpoint_from"]) == (
+        "http://127.0.0.1:8765",
+        "PLIMSOLL_EMULATOR_URL",
+    )
+    assert key not in run.stdout

@@ -513,7 +513,7 @@ def test_flower_is_published_on_this_machine_only_and_no_documented_command_has_
     opened = cli.render({**SAMPLE_ENV, "PUBLISH_ADDRESS": "0.0.0.0"})["services"]
     assert [address for address, _, _ in published_ports(opened["flower"])] == ["127.0.0.1"]
     assert published_ports(opened["api"])[0][0] == "0.0.0.0"  # the variable still works elsewhere
-    documents = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    documents = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     flower_lines = [
         line for path in documents for line in path.read_text().splitlines() if re.search(r"\bflower\b", line)
     ]

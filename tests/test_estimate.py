@@ -231,7 +231,7 @@ def test_claude_code_s_numbered_views_are_not_underestimated(profile: str) -> No
     assert low == KNOWN_LOW_VIEWS.get(profile, {})
 
 
-# Measured and reported (README, "Token estimates"), exactly: o200k's refit on the machine-independent tool output,
+# Measured and reported (docs/benchmarks/estimates.md), exactly: o200k's refit on the machine-independent tool output,
 # which took every one of its goals in bench.estimator (real runs held out included), leaves three views under this
 # guard, still above the goal of 0.90 for a single result.
 KNOWN_LOW_VIEWS = {"o200k": {"_parseaddr.py": 0.935, "base64mime.py": 0.946, "charset.py": 0.907}}

@@ -55,8 +55,9 @@ def test_the_patterns_are_compared_on_the_fitted_conversations(
 def test_one_profile_is_refitted_and_the_others_are_written_as_they_are(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """``python -m bench.fit_profiles --ascii --profile o200k --write`` (the README's command, on a few items): o200k's
-    letters may cost up to its own spread over their class; claude and cl100k are written exactly as shipped."""
+    """``python -m bench.fit_profiles --ascii --profile o200k --write`` (docs/development.md's command, on a few
+    items): o200k's letters may cost up to its own spread over their class; claude and cl100k are written exactly as
+    shipped."""
     with pytest.raises(SystemExit):  # the other steps fit every profile
         fit_profiles.arguments(["--scripts", "--profile", "o200k"])
     monkeypatch.setattr(fit_ascii, "collect", few_items)

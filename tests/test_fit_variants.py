@@ -1,4 +1,4 @@
-"""``python -m bench.fit_variants`` (the README's command): each variant refits with its own settings of
+"""``python -m bench.fit_variants`` (docs/development.md's command): each variant refits with its own settings of
 ``bench.fit_ascii`` and is judged on the held-out goals as ``bench.estimator`` judges the shipped profiles. The
 tests use cl100k, whose tokenizer is here without ``../shared``."""
 

@@ -1,5 +1,5 @@
 """The lock files: every requirement of pyproject.toml pinned within its range, with hashes, the smaller locks at
-the larger one's versions; and `make lock`, as the README shows it, leaves fresh locks as they are."""
+the larger one's versions; and `make lock`, as docs/development.md shows it, leaves fresh locks as they are."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`make up`, as the README's service section tells a person to run it: the emulator, the migrations, the API, a
+"""`make up`, as the README's five-minute journey tells a person to run it: the emulator, the migrations, the API, a
 Celery worker with beat and Flower, on spare ports, a database and role of their own (created by `make up`),
 a Redis database and a step queue of their own. A job submitted through the HTTP API finishes, Flower's API lists
 its steps with their outcomes (and a failed job's last step as a FAILURE), headless Chromium shows them on one
@@ -56,10 +56,10 @@ pytestmark = pytest.mark.timeout(120)
 def readme_blocks() -> tuple[str, str]:
     """The README's "Without Docker" block (`make up`) and the block run from another shell after it."""
     readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Running it as a service", 1)[1].split("\n## ", 1)[0]
+    section = readme.split("## Five minutes: run the service, submit, watch, continue", 1)[1].split("\n## ", 1)[0]
     after = section.split("Without Docker", 1)[1]
     blocks = re.findall(r"```sh\n(.*?)```", after, re.DOTALL)
-    assert len(blocks) >= 2, "the README's service section lost its 'Without Docker' blocks"
+    assert len(blocks) >= 2, "the README's five-minute journey lost its 'Without Docker' blocks"
     return blocks[0], blocks[1]
 
 
@@ -309,7 +309,7 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
             colours = {colour for _, colour in image.convert("RGB").getcolors(maxcolors=WINDOW[0] * WINDOW[1]) or []}
         assert len(colours) > 100, "the screenshot is nearly blank"
         assert {SUCCESS_GREEN, FAILURE_RED} <= colours, "no SUCCESS and FAILURE rows on the screen"
-        if os.environ.get("PLIMSOLL_WRITE_DOCS"):  # the picture the README and docs/compose.md show, on request
+        if os.environ.get("PLIMSOLL_WRITE_DOCS"):  # the picture docs/running.md and docs/compose.md show, on request
             shutil.copyfile(shot, SCREENSHOT)
     finally:
         if up.poll() is None:

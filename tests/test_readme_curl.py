@@ -1,6 +1,6 @@
-"""The README's curl block, run as written (bash, curl, jq) against the real stack: the API under uvicorn,
-PostgreSQL, a Celery worker and the emulator; its chapters made by `plimsoll samples chapters`, as the README
-says."""
+"""The curl block of docs/api-cli.md and the README's block that provokes the too-long notice, run as written
+(bash, curl, jq) against the real stack: the API under uvicorn, PostgreSQL, a Celery worker and the emulator; their
+chapters made by `plimsoll samples chapters`, as the documents say."""
 
 from __future__ import annotations
 
@@ -28,11 +28,11 @@ pytestmark = [
 ]
 
 
-def block_after(words: str) -> str:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split(words, 1)[1]
+def block_after(words: str, document: str) -> str:
+    text = (ROOT / document).read_text()
+    section = text.split(words, 1)[1]
     block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
-    assert block, f"the README lost its block after {words!r}"
+    assert block, f"{document} lost its block after {words!r}"
     return block.group(1)
 
 
@@ -61,10 +61,10 @@ def stack(database: Database, database_url: str, tmp_path: Path) -> Iterator[tup
         yield url, key
 
 
-def test_the_readme_curl_block_uploads_submits_watches_reads_notices_and_continues(
+def test_the_curl_block_uploads_submits_watches_reads_notices_and_continues(
     stack: tuple[str, str], tmp_path: Path
 ) -> None:
-    run = run_block(block_after("The same journey with curl"), *stack, tmp_path)
+    run = run_block(block_after("The same journey with curl", "docs/api-cli.md"), *stack, tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     answers = [json.loads(part) for part in re.split(r"(?<=})\n(?=\{)", run.stdout.strip()) if part.startswith("{")]
     finished, continued = answers[0], answers[-1]
@@ -75,7 +75,9 @@ def test_the_readme_curl_block_uploads_submits_watches_reads_notices_and_continu
 def test_the_readme_block_that_provokes_the_too_long_notice(
     stack: tuple[str, str], tmp_path: Path, emulator_reset: EmulatorServer
 ) -> None:
-    block = block_after("To see that notice on purpose").replace("http://127.0.0.1:8765", emulator_reset.base_url)
+    block = block_after("To see that notice on purpose", "README.md").replace(
+        "http://127.0.0.1:8765", emulator_reset.base_url
+    )
     run = run_block(block, *stack, tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "This conversation is too long for the model to process at once." in run.stdout

@@ -1,5 +1,6 @@
 """Every figure traceable: each file in bench/results/ names the command that made it, a commit of this history and
-a clean tree (``bench/provenance.py``); and the figures the README quotes from those files are the files' own."""
+a clean tree (``bench/provenance.py``); the benchmark pages of the documentation include those files rather than
+copy their tables; and the figures the README and the pages quote from them are the files' own."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from bench.provenance import CLEAN, DIRTY, HEADER, header, provenance
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+BENCHMARK_PAGES = ROOT / "docs" / "benchmarks"
 
 
 def stated_header(path: Path) -> str:
@@ -69,7 +71,7 @@ def test_the_header_says_whether_the_tree_was_clean(tmp_path: Path) -> None:
     assert provenance(tmp_path).short == f"{commit[:7]} + {DIRTY}"
 
 
-# The README's figures against the results files they come from.
+# The README's headline figures, and the benchmark pages, against the results files they come from.
 
 
 def section(text: str, title: str) -> str:
@@ -95,122 +97,72 @@ def tables(text: str) -> Iterator[list[list[str]]]:
             yield rows
 
 
-def keyed(table: list[list[str]]) -> list[dict[str, str]]:
-    return [dict(zip(table[0], row, strict=True)) for row in table[1:]]
-
-
 def cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
 
 
-def readme_table(title: str) -> list[list[str]]:
-    return next(tables(section(README, title)))
+def figures(text: str) -> set[str]:
+    """The numbers of ``text`` as written (``1,775,701``, ``0.395``, ``38.4``), link targets left out."""
+    prose = re.sub(r"\]\([^)]*\)", "]", text)
+    return set(re.findall(r"(?<![\w.,])\d+(?:[.,]\d+)*", prose))
 
 
-def test_the_three_failures_in_the_readme_are_the_report_s() -> None:
+def written(number: str, report: str) -> bool:
+    return re.search(rf"(?<![\w.,]){re.escape(number)}(?![\d]|[.,]\d)", report) is not None
+
+
+HEADLINES = [item for item in re.split(r"\n- ", section(README, "What it guarantees, measured")) if "](bench/" in item]
+
+
+@pytest.mark.parametrize("headline", HEADLINES, ids=lambda item: re.sub(r"\W+", "-", item.split("**")[1]).strip("-"))
+def test_every_figure_of_the_readme_s_headlines_is_in_the_results_file_it_links(headline: str) -> None:
+    linked = re.findall(r"\]\((bench/results/[\w.]+\.md)\)", headline)
+    assert linked, "a headline that quotes figures links the results file they come from"
+    reports = "\n".join((ROOT / path).read_text(encoding="utf-8") for path in linked)
+    missing = sorted(number for number in figures(headline) if not written(number, reports))
+    assert missing == [], f"not in {', '.join(linked)}: {missing}"
+
+
+def test_the_readme_has_a_headline_for_every_report() -> None:
+    linked = {name for item in HEADLINES for name in re.findall(r"bench/results/(\w+)\.md", item)}
+    assert len(HEADLINES) >= 6
+    assert linked >= {"chaos", "three_failures", "estimator", "cost_frontier", "compaction", "fleet"}
+
+
+INCLUDED = {
+    "chaos.md": ["chaos"],
+    "three-failures.md": ["three_failures"],
+    "estimates.md": ["estimator", "fit_variants"],
+    "cost.md": ["cost_frontier"],
+    "compaction.md": ["compaction"],
+    "fleet.md": ["fleet", "fleet_resilience"],
+}
+
+
+@pytest.mark.parametrize("page", sorted(INCLUDED))
+def test_a_benchmark_page_includes_its_reports_and_copies_none_of_their_tables(page: str) -> None:
+    text = (BENCHMARK_PAGES / page).read_text(encoding="utf-8")
+    for name in INCLUDED[page]:
+        assert f'--8<-- "bench/results/{name}.md"' in text, f"{page} does not include bench/results/{name}.md"
+    reported = {
+        tuple(row)
+        for path in RESULTS.glob("*.md")
+        for table in tables(path.read_text(encoding="utf-8"))
+        for row in table[1:]
+    }
+    copied = [row for table in tables(text) for row in table[1:] if tuple(row) in reported]
+    assert copied == [], f"{page} copies rows of a report: include the report instead"
+
+
+def test_every_report_is_included_by_a_benchmark_page() -> None:
+    included = {name for names in INCLUDED.values() for name in names}
+    assert included == {path.stem for path in RESULTS.glob("*.md")}
+
+
+def test_the_three_failures_page_quotes_the_report_s_safety_net_figures() -> None:
     report = (RESULTS / "three_failures.md").read_text(encoding="utf-8")
-    reported = next(tables(section(report, "1. Subagents outgrew the model")))
-    assert readme_table("The three failures, through the real stack") == reported
     anxious = {row[0]: row[1] for row in next(tables(section(report, '2. A subagent stopped "to save space"')))}
     without, with_net = anxious["without"].split(" of ")[0], anxious["with the safety net"].split(" of ")[0]
-    said = re.search(r"read\s+(\d+) chapters without the safety-net paragraph, and all (\d+) with it", README)
+    page = (BENCHMARK_PAGES / "three-failures.md").read_text(encoding="utf-8")
+    said = re.search(r"read\s+(\d+) chapters without the safety-net paragraph, and all (\d+) with it", page)
     assert said and (said[1], said[2]) == (without, with_net)
-
-
-def test_the_cost_frontier_in_the_readme_is_the_report_s() -> None:
-    report = (RESULTS / "cost_frontier.md").read_text(encoding="utf-8")
-    reported = [row for table in tables(report) if "mean request" in table[0] for row in keyed(table)]
-    for row in keyed(readme_table("The cost of keeping context")):
-        with_pauses, without = (f.strip("*") for f in row["input cost ÷ uncached (with pauses / without)"].split(" / "))
-        figures = {
-            "mean request": row["mean request"],
-            "÷ uncached, 5 min": with_pauses,
-            "÷ uncached, 5 min, no pauses": without,
-            "over budget": row["requests over budget"],
-        }
-        assert any(all(r[k] == v for k, v in figures.items()) for r in reported), f"not in cost_frontier.md: {row}"
-
-
-def chaos_runs(report: str) -> dict[str, dict[str, str]]:
-    """Per run ("now, Redis", "before, RabbitMQ"), the figures of its first table."""
-    now, _, earlier = report.partition("\n## Earlier run\n")
-    runs = {}
-    for when, text, level in (("now", now, "##"), ("before", earlier, "###")):
-        for broker, name in (("redis", "Redis"), ("rabbitmq", "RabbitMQ")):
-            if re.search(rf"^{level} {broker}$", text, re.MULTILINE):
-                runs[f"{when}, {name}"] = dict(next(tables(section(text, broker)))[1:])
-    return runs
-
-
-def by_state(text: str) -> dict[str, int]:
-    pairs = [part.split() for part in text.split(", ")]
-    return {a if b.isdigit() else b: int(b if b.isdigit() else a) for a, b in pairs}
-
-
-def sentry_events(text: str) -> int:
-    return 0 if text == "none" else sum(int(n) for n in re.findall(r"×(\d+)", text))
-
-
-def test_the_chaos_figures_in_the_readme_are_the_report_s() -> None:
-    runs = chaos_runs((RESULTS / "chaos.md").read_text(encoding="utf-8"))
-    table = readme_table("Every job ends, under chaos")
-    readme = {row[0]: dict(zip(table[0], row, strict=True)) for row in table[1:]}
-    for run, figures in runs.items():
-        assert by_state(readme["main jobs by state"][run]) == by_state(figures["main jobs, by state"]), run
-        stuck_lost = f"{figures['stuck (not ended)']} / {figures['lost (no job in the database)']}"
-        assert readme["jobs stuck (subagents too) / lost"][run] == stuck_lost, run
-        assert readme["messages missing / duplicated"][run] == figures["messages missing / duplicated"], run
-        ended = figures["last fault → every job ended"]
-        assert readme["last fault → every job ended"][run] == ended, run
-        assert int(readme["Sentry events"][run]) == sentry_events(figures["Sentry events by kind"]), run
-
-
-def agrees(readme: list[list[str]], report: str, rename: dict[str, str] | None = None) -> bool:
-    """Whether some table of ``report`` holds every row of the README's table, in every column the two share
-    (README headers renamed by ``rename``; at least two shared, so that a match says something)."""
-    header = [(rename or {}).get(cell, cell) for cell in readme[0]]
-    for table in tables(report):
-        shared = [i for i, cell in enumerate(header) if cell in table[0]]
-        if len(shared) < 2:
-            continue
-        at = {i: table[0].index(header[i]) for i in shared}
-        if all(any(all(row[i] == theirs[at[i]] for i in shared) for theirs in table[1:]) for row in readme[1:]):
-            return True
-    return False
-
-
-def test_the_estimator_figures_in_the_readme_are_the_reports() -> None:
-    reports = "\n".join((RESULTS / name).read_text(encoding="utf-8") for name in ("estimator.md", "fit_variants.md"))
-    readme = list(tables(section(README, "Token estimates")))
-    assert len(readme) >= 4
-    for table in readme:
-        assert agrees(table, reports, {"file": "text"}), f"not in estimator.md or fit_variants.md: {table[0]}"
-
-
-def test_the_fleet_figures_in_the_readme_are_the_reports() -> None:
-    reports = "\n".join((RESULTS / name).read_text(encoding="utf-8") for name in ("fleet.md", "fleet_resilience.md"))
-    readme = list(tables(section(README, "A fleet under a provider limit")))
-    assert len(readme) >= 2
-    for table in readme:
-        assert agrees(table, reports), f"not in fleet.md or fleet_resilience.md: {table[0]}"
-
-
-def test_the_compaction_figures_in_the_readme_are_the_report_s() -> None:
-    report = keyed(next(tables((RESULTS / "compaction.md").read_text(encoding="utf-8"))))
-    reported = {(row["workload"], row["policy"]): row for row in report}
-    workload = ""
-    for row in keyed(readme_table("Compaction")):
-        row = {key: value.replace("**", "") for key, value in row.items()}
-        workload = row["workload, budget"].split(" (")[0] or workload
-        theirs = reported[workload, row["policy"]]
-        assert row["status"].split(" (")[0] == theirs["status"], row
-        assert row["documents covered"] == theirs["covered"], row
-        assert row["read again (tokens)"].split(" (")[0] == theirs["read again"], row
-        cost, share = row["input cost (÷ uncached)"].rstrip(")").split(" (")
-        assert cost == theirs["input cost"], row
-        assert share == f"{float(theirs['cost vs uncached'].rstrip('%')):.0f}%", row
-        assert row["compactions"] == theirs["compactions"], row
-        if row["policy"] != "off":
-            assert row["compaction's share of input"] == theirs["compaction share"], row
-        if row["policy"] == "auto":
-            assert row["summary requests read from cache"] == theirs["summary cache reads"], row
