@@ -6,8 +6,7 @@ import json
 import logging
 import math
 import re
-import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import sentry_sdk
@@ -20,6 +19,7 @@ from starlette.exceptions import HTTPException
 
 from api.schemas import ErrorBody
 from models.errors import InvalidInput, NotFound
+from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)
 
@@ -144,23 +144,11 @@ def not_json(body: object, error: json.JSONDecodeError | dict[str, Any]) -> str:
 
 
 async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-    # The types and the stack, not the messages: a database error quotes the values it was given (a document, an
-    # instruction), and log lines carry no user text.
-    chain = " <- ".join(type(each).__qualname__ for each in _chain(exc))
-    stack = "".join(traceback.format_tb(exc.__traceback__))
-    logger.error("unhandled error in %s %s: %s\n%s", request.method, request.url.path, chain, stack)
+    # Where it was raised, not what it said nor the source lines: a database error quotes the values it was given
+    # (a document, an instruction), and log lines carry no user text.
+    logger.error("unhandled error in %s %s: %s", request.method, request.url.path, scrubbed_traceback(exc))
     sentry_sdk.capture_exception(exc)  # scrubbed by worker.sentry's before_send; nothing without a DSN
     return error(status.HTTP_500_INTERNAL_SERVER_ERROR, "internal error; it has been logged")
-
-
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    """``exc`` and the exceptions it was raised from or while handling, newest first."""
-    seen: set[int] = set()
-    each: BaseException | None = exc
-    while each is not None and id(each) not in seen:
-        seen.add(id(each))
-        yield each
-        each = each.__cause__ or each.__context__
 
 
 def _where(location: Sequence[Any]) -> str:

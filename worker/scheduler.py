@@ -25,6 +25,7 @@ from redis.lock import Lock
 
 from models.settings import get_settings
 from worker.services import shared_redis
+from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)
 
@@ -90,5 +91,5 @@ class ReconcilingScheduler(PersistentScheduler):  # type: ignore[misc]  # Celery
         try:
             queued = reconcile_now()
             logger.info("scheduler: reconciler round done, %d jobs queued again", queued)
-        except Exception:
-            logger.exception("scheduler: a reconciler round failed; the next one follows")
+        except Exception as error:  # where, not what: a database error's text quotes the values it was given
+            logger.error("scheduler: a reconciler round failed; the next one follows\n%s", scrubbed_traceback(error))
