@@ -57,7 +57,11 @@ def load_counter(path: Path) -> Callable[[str], int] | None:
     the file) when it cannot be loaded."""
     try:
         if path.suffix == ".json":
-            from tokenizers import Tokenizer
+            try:
+                from tokenizers import Tokenizer
+            except ImportError:
+                log.warning("exact counts: %s needs the tokenizers library (plimsoll[open-models])", path.name)
+                return None
 
             tokenizer = Tokenizer.from_file(str(path))
             return lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids)

