@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 import time
 
+from worker.names import STEP_TASK
+
 RETRY_FOR_SECONDS = 60.0
 
 
@@ -18,7 +20,7 @@ def step_queue() -> str:
     from worker.celery_app import app
 
     try:
-        route = app.amqp.router.route({}, "plimsoll.run_step", args=(0,), kwargs={})
+        route = app.amqp.router.route({}, STEP_TASK, args=(0,), kwargs={})
         return str(route["queue"].name)
     except Exception:  # an app without routes: its default queue
         return str(app.conf.task_default_queue)

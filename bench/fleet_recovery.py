@@ -41,11 +41,11 @@ from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus
 from models.tenants import create_tenant
 from worker.celery_app import make_celery
+from worker.names import STEP_TASK
 
 ROOT = Path(__file__).resolve().parent.parent
 API_KEY = "fleet-key"
 MODEL = "plimsoll-emulator"
-STEP_TASK = "plimsoll.run_step"
 RECOVERY_GOAL_SECONDS = 60.0
 HANG_SLACK_SECONDS = 5.0  # to give the call up and store that it failed, after the idle time
 

@@ -693,7 +693,7 @@ def test_the_worker_command(compose: dict[str, Any]) -> None:
     app = option(args[:at], "--app", "-A")
     assert app is not None
     assert_defines(app)
-    tree = ast.parse(module_file("worker.celery_app").read_text(encoding="utf-8"))
+    tree = ast.parse(module_file("worker.names").read_text(encoding="utf-8"))
     constants = {
         node.targets[0].id: node.value.value
         for node in tree.body

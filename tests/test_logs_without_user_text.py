@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from models.db import Database
 from worker import scheduler, tasks
+from worker.names import RECONCILE_TASK
 
 SECRET = "the person's confidential chapter text"
 
@@ -52,7 +53,7 @@ def test_a_failed_reconciler_round_is_logged_by_kind_and_place_only(
 
     monkeypatch.setattr(tasks, "reconcile_now", failing)
     beat = SimpleNamespace(scheduler_lock=SimpleNamespace(held=lambda: True))
-    entry = SimpleNamespace(task=scheduler.RECONCILE_TASK)
+    entry = SimpleNamespace(task=RECONCILE_TASK)
     with caplog.at_level(logging.ERROR):
         scheduler.ReconcilingScheduler.apply_entry(beat, entry)
     assert "a reconciler round failed" in caplog.text and "builtins.ValueError" in caplog.text

@@ -31,6 +31,7 @@ from sqlalchemy.engine import make_url
 from bench.stack import POSTGRES_URL, REDIS_URL
 from demo.chapters import chapters
 from tests.support import wait_until as poll_until
+from worker.names import RECONCILE_TASK, STEP_TASK
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTUP_SECONDS = 60.0
@@ -248,7 +249,7 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
         assert api.get(f"/v1/jobs/{int(going_on.stdout.split()[0])}").json()["continued_from"] == too_long
 
         def tasks_of(job_id: int) -> list[dict[str, Any]]:
-            listed = flower.get("/api/tasks", params={"taskname": "plimsoll.run_step"}).json().values()
+            listed = flower.get("/api/tasks", params={"taskname": STEP_TASK}).json().values()
             ours = (t for t in listed if t["args"].startswith(f"job {job_id}, step "))
             return sorted(ours, key=lambda t: t["received"])
 
@@ -285,7 +286,7 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
                 assert last["exception"].startswith("JobFailed(")
                 assert f"job {job_id} failed at step {last_step}: stopped after 1 step, the limit" in last["exception"]
         # Beat sent the reconciler every second all along: none of its runs is a row of the task list.
-        assert flower.get("/api/tasks", params={"taskname": "plimsoll.reconcile"}).json() == {}
+        assert flower.get("/api/tasks", params={"taskname": RECONCILE_TASK}).json() == {}
         page = flower.get("/tasks").text
         headers = re.findall(r'<th data-column="([a-z_]+)">', page)
         assert {"args", "result", "exception", "state"} <= set(headers), headers
@@ -299,7 +300,7 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
         assert columns == flower_columns(), "Flower does not show the Procfile's columns"
         assert columns[:4] == ["args", "state", "result", "exception"], columns  # what a person reads first
         assert rows and all(re.fullmatch(r"job \d+, step \d+", row["args"]) for row in rows), rows
-        assert all(row["name"] == "plimsoll.run_step" for row in rows), rows  # no reconciler
+        assert all(row["name"] == STEP_TASK for row in rows), rows  # no reconciler
         assert all(row["result"].startswith("{'status': ") for row in rows if row["state"] == "SUCCESS"), rows
         [stopped_row] = [row for row in rows if row["state"] == "FAILURE"]
         assert stopped_row["args"].startswith(f"job {failed}, step ")

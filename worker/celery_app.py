@@ -11,8 +11,8 @@ from celery.signals import celeryd_after_setup
 
 from models.settings import Settings, get_settings
 from worker.fairness import PRIORITY_STEPS
+from worker.names import RECONCILE_TASK, STEP_QUEUE
 
-STEP_QUEUE = "plimsoll-steps"  # the step queue, unless PLIMSOLL_STEP_QUEUE names another
 RECOVERY_SUFFIX = ".recovery"
 
 
@@ -52,9 +52,7 @@ def make_celery(settings: Settings) -> Celery:
         # Beat runs the reconciler itself, on one machine at a time (worker/scheduler.py): no step backlog can
         # hold it up and no round expires unrun.
         beat_scheduler="worker.scheduler:ReconcilingScheduler",
-        beat_schedule={
-            "plimsoll-reconcile": {"task": "plimsoll.reconcile", "schedule": settings.reconcile_every_seconds}
-        },
+        beat_schedule={"plimsoll-reconcile": {"task": RECONCILE_TASK, "schedule": settings.reconcile_every_seconds}},
         worker_hijack_root_logger=False,
     )
     return app

@@ -33,6 +33,7 @@ from models.tables import Job, JobStatus, now
 from worker.admission import waiting_by_tenant
 from worker.fairness import priority_lists
 from worker.metrics import ADMISSION_WAITS, RATE_LIMITED, REQUEUED, STEPS, TOKENS
+from worker.names import STEP_QUEUE
 from worker.rate_limits import KINDS
 from worker.services import shared_redis
 
@@ -56,7 +57,7 @@ class FleetCollector(Collector):
         oldest = GaugeMetricFamily(
             "plimsoll_queue_oldest_seconds", "How long the oldest step in the broker's queue waited", labels=["queue"]
         )
-        queue = self.settings.step_queue or "plimsoll-steps"
+        queue = self.settings.step_queue or STEP_QUEUE
         depth.add_metric([queue], sum(client.llen(name) for name in priority_lists(queue)))
         oldest.add_metric([queue], oldest_queued_seconds(client, queue))
         yield depth

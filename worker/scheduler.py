@@ -24,12 +24,12 @@ from redis.exceptions import RedisError
 from redis.lock import Lock
 
 from models.settings import get_settings
+from worker.names import RECONCILE_TASK
 from worker.services import shared_redis
 from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)
 
-RECONCILE_TASK = "plimsoll.reconcile"
 LOCK_NAME = "plimsoll:scheduler"
 LOCK_INTERVALS = 3  # a dead scheduler's lock lapses after this many reconcile intervals
 

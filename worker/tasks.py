@@ -18,6 +18,7 @@ from worker.errors import JobFailed
 from worker.fairness import step_priority
 from worker.lease import reconcile
 from worker.metrics import REQUEUED, STEPS
+from worker.names import RECONCILE_TASK, STEP_TASK
 from worker.outages import (
     DatabaseUnavailable,
     first_report_of_outage,
@@ -96,7 +97,7 @@ def _start_sentry(**_: Any) -> None:
 # max_retries=None: Celery itself never gives up on a step (its default of 3 would end the task and leave the job
 # running). The limits are Plimsoll's: per step in the database for provider faults, and per delivery below for
 # database outages. throws: JobFailed is an expected end, logged by Celery without a traceback, skipped by Sentry.
-@app.task(bind=True, name="plimsoll.run_step", max_retries=None, throws=(JobFailed,))  # type: ignore[untyped-decorator]
+@app.task(bind=True, name=STEP_TASK, max_retries=None, throws=(JobFailed,))  # type: ignore[untyped-decorator]
 def run_step_task(
     self: Task, job_id: int, step: int | None = None, outage_since: float | None = None
 ) -> dict[str, Any]:
@@ -135,7 +136,7 @@ def _why_failed(job_id: int) -> str | None:
 
 
 # send_events=False: every few seconds a run would flood Flower's task list, which is for jobs' steps.
-@app.task(name="plimsoll.reconcile", ignore_result=True, send_events=False)  # type: ignore[untyped-decorator]
+@app.task(name=RECONCILE_TASK, ignore_result=True, send_events=False)  # type: ignore[untyped-decorator]
 def reconcile_task() -> int:
     """Queue again every unfinished job whose deadline has passed. Celery beat runs this in place
     (worker/scheduler.py); the task is there to run a round by hand."""

@@ -1,0 +1,8 @@
+"""The names the worker's parts and their onlookers (metrics, Flower, benchmarks, tests) must agree on, stated once.
+Importing it loads nothing: not Celery, not the settings."""
+
+from __future__ import annotations
+
+STEP_QUEUE = "plimsoll-steps"  # the step queue, unless PLIMSOLL_STEP_QUEUE names another
+STEP_TASK = "plimsoll.run_step"  # one job step (worker/tasks.py)
+RECONCILE_TASK = "plimsoll.reconcile"  # the reconciler's round, run by Celery beat in place (worker/scheduler.py)
