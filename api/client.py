@@ -11,7 +11,7 @@ from typing import Any, Self, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from api.constants import DEFAULT_API_URL
+from api.constants import DEFAULT_API_URL, PAGE_SIZE
 from api.schemas import (
     ContinueIn,
     DocumentIn,
@@ -92,7 +92,7 @@ class PlimsollClient:
         body = DocumentIn(name=name, content=content).model_dump()
         return self._send("POST", "/v1/documents", DocumentsCreated, json=body).documents[0]
 
-    def documents(self, *, offset: int = 0, limit: int = 100) -> Page[DocumentView]:
+    def documents(self, *, offset: int = 0, limit: int = PAGE_SIZE) -> Page[DocumentView]:
         return self._send("GET", "/v1/documents", Page[DocumentView], params={"offset": offset, "limit": limit})
 
     def document(self, document_id: int) -> DocumentView:
@@ -121,18 +121,18 @@ class PlimsollClient:
         return self._send("GET", f"/v1/jobs/{job_id}", JobView)
 
     def jobs(
-        self, *, kind: str | None = None, status: str | None = None, offset: int = 0, limit: int = 100
+        self, *, kind: str | None = None, status: str | None = None, offset: int = 0, limit: int = PAGE_SIZE
     ) -> Page[JobSummary]:
         params: dict[str, Any] = {"offset": offset, "limit": limit} | {
             name: value for name, value in (("kind", kind), ("status", status)) if value
         }
         return self._send("GET", "/v1/jobs", Page[JobSummary], params=params)
 
-    def messages(self, job_id: int, *, offset: int = 0, limit: int = 100) -> Page[MessageView]:
+    def messages(self, job_id: int, *, offset: int = 0, limit: int = PAGE_SIZE) -> Page[MessageView]:
         params = {"offset": offset, "limit": limit}
         return self._send("GET", f"/v1/jobs/{job_id}/messages", Page[MessageView], params=params)
 
-    def steps(self, job_id: int, *, offset: int = 0, limit: int = 100) -> Page[StepView]:
+    def steps(self, job_id: int, *, offset: int = 0, limit: int = PAGE_SIZE) -> Page[StepView]:
         params = {"offset": offset, "limit": limit}
         return self._send("GET", f"/v1/jobs/{job_id}/steps", Page[StepView], params=params)
 
@@ -147,7 +147,7 @@ class PlimsollClient:
     # Notices
 
     def notices(
-        self, *, unread: bool = False, job_id: int | None = None, offset: int = 0, limit: int = 100
+        self, *, unread: bool = False, job_id: int | None = None, offset: int = 0, limit: int = PAGE_SIZE
     ) -> Page[NoticeView]:
         params: dict[str, Any] = {"unread": unread, "offset": offset, "limit": limit}
         if job_id is not None:

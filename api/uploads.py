@@ -9,9 +9,6 @@ from email.parser import HeaderParser
 from email.policy import HTTP
 from pathlib import PurePosixPath
 
-from fastapi import HTTPException, Request, status
-
-from api.limits import too_large
 from models.errors import InvalidInput
 from models.settings import get_settings
 
@@ -40,23 +37,6 @@ def body_limit() -> int:
     """The largest request body taken: one document of the largest size, however its text is encoded, with its
     framing. Files that together need more go in several requests."""
     return MAX_BYTES_PER_CHAR * get_settings().max_document_chars + FRAMING_BYTES
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refused with a 413 as soon as it is known to be over ``limit``: from its declared length before
-    anything is read, or while it streams in (a chunked body declares none)."""
-    refused = HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, too_large(limit))
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise refused
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise refused
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def decode_text(name: str, data: bytes) -> str:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from api.constants import DEFAULT_API_URL, MAX_ID, MAX_LIMIT
+from api.constants import DEFAULT_API_URL, MAX_ID, MAX_LIMIT, PAGE_SIZE
 from models.statuses import REPRODUCTIONS, Strategy
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from api.client import PlimsollClient
 
-__all__ = ["DEFAULT_API_URL", "MAX_ID"]  # for the command modules
+__all__ = ["DEFAULT_API_URL", "MAX_ID", "PAGE_SIZE"]  # for the command modules
 
 ApiUrl = Annotated[str, typer.Option("--api-url", envvar="PLIMSOLL_API_URL", help="The Plimsoll API.")]
 ApiKey = Annotated[  # not marked required in --help: the environment usually gives it; api() says if nothing did

@@ -13,6 +13,7 @@ import typer
 
 from cli.common import (
     DEFAULT_API_URL,
+    PAGE_SIZE,
     AllowRetiredModel,
     ApiKey,
     ApiUrl,
@@ -247,7 +248,7 @@ def steps(
     job: JobId,
     api_key: ApiKey = "",
     offset: Offset = 0,
-    limit: Limit = 100,
+    limit: Limit = PAGE_SIZE,
     as_json: Json = False,
     api_url: ApiUrl = DEFAULT_API_URL,
 ) -> None:

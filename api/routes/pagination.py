@@ -7,7 +7,7 @@ from typing import Annotated, TypeVar
 
 from fastapi import Depends, Query
 
-from api.constants import MAX_ID, MAX_LIMIT
+from api.constants import MAX_ID, MAX_LIMIT, PAGE_SIZE
 from api.schemas import Page
 
 T = TypeVar("T")
@@ -21,7 +21,7 @@ class Window:
 
 def window(
     offset: Annotated[int, Query(ge=0, le=MAX_ID, description="items to skip")] = 0,
-    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="items to answer at most")] = 100,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="items to answer at most")] = PAGE_SIZE,
 ) -> Window:
     return Window(offset, limit)
 
