@@ -100,7 +100,7 @@ def run_demo(
             settings = settings.model_copy(update={"calibration_floor": calibration_floor})
         worker = InProcessWorker(lambda enqueue: make_services(enqueue, settings=settings, database=database))
         try:
-            job_id = _submit(database, texts, budget)
+            job_id = _submit(database, texts, budget, settings)
             worker.submit(job_id)
             while not worker.wait_until_idle(timeout=0.25):
                 if on_progress:
@@ -117,7 +117,7 @@ def run_demo(
     return DemoReport(**{**report.__dict__, "seconds": round(time.monotonic() - started, 1)})
 
 
-def _submit(database: Database, texts: dict[str, str], budget: int) -> int:
+def _submit(database: Database, texts: dict[str, str], budget: int, settings: Settings) -> int:
     with database.session() as session:
         tenant, _ = create_tenant(session, name="demo")
         ids = [add_document(session, tenant_id=tenant.id, name=n, content=t).id for n, t in texts.items()]
@@ -128,6 +128,7 @@ def _submit(database: Database, texts: dict[str, str], budget: int) -> int:
             document_ids=ids,
             options=JobOptions(model="plimsoll-emulator", budget=budget),
             kind=JobKind.SUBAGENT,
+            settings=settings,
         )
         return job.id
 

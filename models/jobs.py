@@ -44,13 +44,14 @@ def create_job(
     parent: Job | None = None,
     parent_tool_use_id: str | None = None,
     check_only: bool = False,
+    settings: Settings | None = None,
 ) -> Job:
     """A queued job with its opening message stored, run with ``options`` (the defaults for those not given).
     Every check happens before anything is written; with ``check_only`` nothing is: the job is answered unsaved
-    (no id taken from the sequence). A new main job on a retired model is refused unless the options allow it; a
+    (no id taken from the sequence); ``settings`` default to the service's. A new main job on a retired model is refused unless the options allow it; a
     subagent follows its main job."""
     options = options or JobOptions()
-    settings = get_settings()
+    settings = settings or get_settings()
     if not instruction.strip():
         raise InvalidInput("the instruction is empty")
     if len(instruction) > settings.max_instruction_chars:
