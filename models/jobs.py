@@ -48,8 +48,8 @@ def create_job(
 ) -> Job:
     """A queued job with its opening message stored, run with ``options`` (the defaults for those not given).
     Every check happens before anything is written; with ``check_only`` nothing is: the job is answered unsaved
-    (no id taken from the sequence); ``settings`` default to the service's. A new main job on a retired model is refused unless the options allow it; a
-    subagent follows its main job."""
+    (no id taken from the sequence). A new main job on a retired model is refused unless the options allow it; a
+    subagent follows its main job. ``settings``: the service's unless given (the demo's own)."""
     options = options or JobOptions()
     settings = settings or get_settings()
     if not instruction.strip():
