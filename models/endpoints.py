@@ -40,14 +40,6 @@ class Endpoint:
     base_url: str
     emulator: bool  # the bundled emulator, not a real provider
 
-    @property
-    def host(self) -> str:
-        return host_of(self.base_url)
-
-    def describe(self) -> str:
-        """How the person is told who answers: ``emulator`` or the provider and its host."""
-        return f"emulator ({self.host})" if self.emulator else f"{PROVIDER_NAMES[self.provider]} ({self.host})"
-
 
 def host_of(url: str) -> str:
     """The host (and port) of a base URL, as the person is shown it."""
