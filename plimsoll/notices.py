@@ -80,8 +80,9 @@ def _language(locale: str | None) -> str:
 
 
 # Why a job was stopped before it finished, finished without some of its parts, or could not start. Placeholders:
-# {steps}, {tokens}, {tool}, {times}, {parts}, {budget}. A text that depends on a number has one form per CLDR
-# plural category of the language ("one", "few", "many", "other"), chosen by the number ``COUNTED_BY`` names.
+# {steps}, {tokens}, {tool}, {times}, {parts}, {budget}, {host}, {setting}. A text that depends on a number has
+# one form per CLDR plural category of the language ("one", "few", "many", "other"), chosen by the number
+# ``COUNTED_BY`` names.
 Forms = str | dict[str, str]
 STOPPED_NOTICES: dict[str, dict[str, Forms]] = {
     "en": {
@@ -102,6 +103,11 @@ STOPPED_NOTICES: dict[str, dict[str, Forms]] = {
             "This job's budget of {budget} tokens per request is too small for its first message together with "
             "the tool results it reads. The conversation is not too long, and a new chat would not fit either: "
             "submit the job again with a larger budget."
+        ),
+        "unreachable": (
+            "This job failed because the model provider at {host} could not be reached, also when tried again. "
+            "Check {setting} and this machine's network (DNS, firewall, proxy, TLS), then submit the job again. "
+            "Everything it did is kept."
         ),
     },
     "cs": {
@@ -140,6 +146,11 @@ STOPPED_NOTICES: dict[str, dict[str, Forms]] = {
             "výsledky nástrojů, které čte. Konverzace není příliš dlouhá a nový chat by se nevešel také: zadejte "
             "úlohu znovu s větším rozpočtem.",
         },
+        "unreachable": (
+            "Úloha selhala, protože poskytovatel modelu na adrese {host} nebyl dosažitelný ani při opakovaných "
+            "pokusech. Zkontrolujte {setting} a síť tohoto počítače (DNS, firewall, proxy, TLS) a zadejte úlohu "
+            "znovu. Vše, co udělala, zůstává."
+        ),
     },
 }
 COUNTED_BY = {"steps": "steps", "tokens": "tokens", "repeating": "times", "budget": "budget"}
@@ -148,7 +159,8 @@ LANGUAGES = tuple(STOPPED_NOTICES)  # the languages every notice is written in
 
 def stopped_notice(why: str, locale: str | None = None, **values: object) -> str:
     """The notice for a job stopped by a limit (``why``: steps, tokens, repeating), finished without some of
-    its parts (incomplete), or whose budget cannot hold its first message with a round of tool results (budget),
+    its parts (incomplete), whose budget cannot hold its first message with a round of tool results (budget), or
+    whose model provider could not be reached (unreachable: the ``host`` and the ``setting`` to check),
     in the person's language: its plural form and its numbers as CLDR gives them for the locale (Czech: "po
     1 kroku", "50 000" with a no-break space)."""
     from babel import Locale

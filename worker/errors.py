@@ -3,7 +3,9 @@
 - ``TooLong``: the request does not fit the model's context. Retrying sends the same request and gets the
   same answer, so it never is; the person gets a notice instead.
 - ``Transient``: rate limits, overload, server errors, timeouts, dropped connections. Worth a retry.
-  ``RateLimited``, the provider's rate limit (a 429), is the kind of Transient that is a wait, not a fault.
+  ``RateLimited``, the provider's rate limit (a 429), is the kind of Transient that is a wait, not a fault;
+  ``Unreachable`` (the host's name does not resolve, the connection is refused or times out, TLS or a proxy
+  fails) is the kind the person can act on, so it names the host.
 - ``InvalidRequest``: the provider refused something we sent. Our bug.
 - ``AuthFailure``: the key is wrong or lacks permission. A configuration problem, also not retried.
 """
@@ -14,6 +16,8 @@ import email.utils
 import json
 import math
 import re
+import socket
+import ssl
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -93,6 +97,15 @@ class RateLimited(Transient):
     ) -> None:
         super().__init__(message, status=status, provider=provider, retry_after=retry_after)
         self.limits: Mapping[str, Budget] = limits or {}
+
+
+class Unreachable(Transient):
+    """The provider's host could not be reached: no request got to it. ``host``: the host (and port, if the URL
+    names one) of the failed request's URL, which the person can check against their settings."""
+
+    def __init__(self, message: str, *, provider: str, host: str) -> None:
+        super().__init__(message, provider=provider)
+        self.host = host
 
 
 class InvalidRequest(ProviderError):
@@ -190,6 +203,9 @@ def classify(exc: BaseException, provider: str) -> ProviderError:
     if isinstance(exc, anthropic.APIStatusError | openai.APIStatusError):
         body = exc.body if isinstance(exc.body, dict | str) else str(exc)
         return classify_payload(exc.status_code, body, provider, exc.response.headers)
+    unreachable = _unreachable(exc, provider)
+    if unreachable is not None:
+        return unreachable
     if isinstance(exc, anthropic.APIConnectionError | openai.APIConnectionError):
         timed_out = isinstance(exc, anthropic.APITimeoutError | openai.APITimeoutError)
         return Transient(f"{'timeout' if timed_out else 'connection error'}: {exc}", provider=provider)
@@ -199,6 +215,44 @@ def classify(exc: BaseException, provider: str) -> ProviderError:
     if isinstance(exc, httpx.TransportError | httpx2.TransportError | TimeoutError | ConnectionError):
         return Transient(f"{type(exc).__name__}: {exc}", provider=provider)
     return InvalidRequest(f"{type(exc).__name__}: {exc}", provider=provider)
+
+
+# Why a connection could not be made, by the error at its root, most telling first: (error types, the reason).
+_CANNOT_CONNECT: list[tuple[tuple[type[BaseException], ...], str]] = [
+    ((socket.gaierror,), "its name does not resolve (DNS)"),
+    ((ConnectionRefusedError,), "the connection was refused"),
+    ((ssl.SSLError, ssl.CertificateError), "the TLS handshake failed"),
+    ((httpx.ProxyError, httpx2.ProxyError), "the proxy failed"),
+    ((httpx.ConnectTimeout, httpx2.ConnectTimeout), "the connection timed out"),
+    ((httpx.ConnectError, httpx2.ConnectError), "the connection failed"),
+]
+
+
+def _unreachable(exc: BaseException, provider: str) -> Unreachable | None:
+    """An Unreachable if ``exc`` (or what caused it: the SDKs wrap the transport's error, which wraps the
+    socket's) says no connection to the host could be made; None for every other failure."""
+    chain: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and cause not in chain:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    why = next((reason for kinds, reason in _CANNOT_CONNECT if any(isinstance(e, kinds) for e in chain)), None)
+    if why is None:
+        return None
+    host = next((found for e in chain if (found := _host_of(e))), "the provider's host")
+    return Unreachable(f"cannot reach {host}: {why}", provider=provider, host=host)
+
+
+def _host_of(exc: BaseException) -> str | None:
+    """The host (with its port, where the URL names one) of the request ``exc`` failed on, if it says."""
+    try:
+        url = exc.request.url  # type: ignore[attr-defined]  # the SDKs' and httpx's errors carry their request
+    except (AttributeError, RuntimeError):  # httpx raises RuntimeError for an error made without a request
+        return None
+    host, port = getattr(url, "host", None), getattr(url, "port", None)
+    if not host:
+        return None
+    return f"{host}:{port}" if port is not None else str(host)
 
 
 def classify_payload(

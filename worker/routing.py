@@ -5,6 +5,7 @@
 | TooLong                      | never                  | needs_new_chat   | TOO_LONG_NOTICE       | no     |
 | Transient, attempts left     | after backoff          | (unchanged)      | none                  | no     |
 | Transient, attempts used up  | no                     | failed           | none                  | yes    |
+| Unreachable, attempts used up | no                    | failed           | the host, the setting | yes    |
 | RateLimited, within the wait | after retry-after + jitter, not counted as an attempt | (unchanged) | none | no |
 | RateLimited, waited too long | no                     | failed           | none                  | yes    |
 | InvalidRequest, AuthFailure  | never                  | failed           | none                  | yes    |
@@ -17,8 +18,9 @@ import random
 from dataclasses import dataclass
 
 from models.statuses import JobStatus
-from plimsoll.notices import too_long_notice
-from worker.errors import ProviderError, RateLimited, TooLong, Transient
+from models.tables import Job
+from plimsoll.notices import stopped_notice, too_long_notice
+from worker.errors import ProviderError, RateLimited, TooLong, Transient, Unreachable
 
 BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 60.0
@@ -48,11 +50,12 @@ def route(
     locale: str | None = None,
     waited_seconds: float = 0.0,
     max_wait_seconds: float = math.inf,
+    setting: str = "the provider's base URL",
 ) -> Action:
     """The action after ``attempt`` (1 for the first try) of at most ``max_attempts`` failed with ``error``.
-    ``locale`` picks the language of the too-long notice (English by default). A rate limit is a wait, not
-    a failed attempt: it is waited out until the step has waited ``max_wait_seconds`` in all
-    (``waited_seconds`` so far)."""
+    ``locale`` picks the language of the notices (English by default); ``setting`` is what the unreachable
+    notice asks the person to check (``endpoint_setting``). A rate limit is a wait, not a failed attempt: it is
+    waited out until the step has waited ``max_wait_seconds`` in all (``waited_seconds`` so far)."""
     if attempt < 1 or max_attempts < 1:
         raise ValueError(f"attempt and max_attempts start at 1, got attempt={attempt}, max_attempts={max_attempts}")
     if isinstance(error, TooLong):
@@ -76,7 +79,22 @@ def route(
             notice=None,
             report_to_sentry=False,
         )
-    return Action(retry=False, delay=None, job_status=JobStatus.FAILED, notice=None, report_to_sentry=True)
+    notice = (
+        stopped_notice("unreachable", locale, host=error.host, setting=setting)
+        if isinstance(error, Unreachable)
+        else None
+    )
+    return Action(retry=False, delay=None, job_status=JobStatus.FAILED, notice=notice, report_to_sentry=True)
+
+
+def endpoint_setting(job: Job) -> str:
+    """The setting that points the job's requests at their host, as the unreachable notice names it: the
+    bundled emulator's URL for the emulator's models, else the provider's base URL (the SDK's own variable, and
+    Plimsoll's beside it)."""
+    if job.model.startswith("plimsoll-emulator"):  # the bundled emulator's models (models/catalogue.py)
+        return "PLIMSOLL_EMULATOR_URL"
+    prefix = job.provider.upper()
+    return f"{prefix}_BASE_URL (or PLIMSOLL_{prefix}_BASE_URL)"
 
 
 def backoff_delay(attempt: int, retry_after: float | None, rng: random.Random) -> float:

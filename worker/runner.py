@@ -61,7 +61,7 @@ from worker.prompts import system_prompt
 from worker.providers import timeouts
 from worker.providers.base import Provider, Reply, Usage
 from worker.rate_limits import Budget
-from worker.routing import route
+from worker.routing import endpoint_setting, route
 from worker.runaway import count_calls, fingerprint, with_warning
 from worker.tenant_cap import over_cap, waiting_jobs
 from worker.tools import Delegation, result, run_tool, tools_for
@@ -866,6 +866,7 @@ def _failed(
         locale=job.locale,
         waited_seconds=waited,
         max_wait_seconds=settings.rate_limit_max_wait_seconds,
+        setting=endpoint_setting(job),
     )
     if action.retry:
         if limited:
@@ -876,7 +877,7 @@ def _failed(
         release(job, seconds=delay + settings.lease_seconds)
         kind: Literal["rate_limited", "retry"] = "rate_limited" if limited else "retry"
         return _Done(Outcome(job.id, kind, job.step, job.status, retry_in=delay), [(job.id, job.step, delay)])
-    step = job.step + 1
+    step = job.step = job.step + 1  # the failed step is recorded: the job's count of steps includes it
     carried = prepared.carried if prepared else nothing.carried if nothing else []
     if carried:
         append_messages(session, job, carried, step=step)  # results that arrived are kept, whatever happens
@@ -913,7 +914,7 @@ def _waited_for_rate_limit(job: Job) -> float:
 
 def _budget_too_small(session: Session, job: Job, nothing: _NothingFits) -> _Done:
     """The first message alone does not fit the budget: no new chat would help, a bigger budget would."""
-    step = job.step + 1
+    step = job.step = job.step + 1  # the step that did not fit is recorded: the job's count of steps includes it
     session.add(_unsent_step_record(job, step, nothing.error))
     why = f"the budget of {job.budget:,} tokens is too small for the job's first message with one round of tool results"
     end_job(job, JobStatus.FAILED, error=why)
