@@ -80,9 +80,10 @@ def _language(locale: str | None) -> str:
 
 
 # Why a job was stopped before it finished, finished without some of its parts, or could not start. Placeholders:
-# {steps}, {tokens}, {tool}, {times}, {parts}, {budget}, {host}, {setting}. A text that depends on a number has
-# one form per CLDR plural category of the language ("one", "few", "many", "other"), chosen by the number
-# ``COUNTED_BY`` names.
+# {steps}, {tokens}, {tool}, {times}, {parts}, {budget}, {needed}, {host}, {setting}. A text that depends on a
+# number has one form per CLDR plural category of the language ("one", "few", "many", "other"), chosen by the
+# number ``COUNTED_BY`` names. {budget} and {needed} are at least 1,000 (models.catalogue.MIN_BUDGET): Czech
+# writes them in the plural form of "other" (tokenů) wherever nothing else picks the form.
 Forms = str | dict[str, str]
 STOPPED_NOTICES: dict[str, dict[str, Forms]] = {
     "en": {
@@ -102,7 +103,13 @@ STOPPED_NOTICES: dict[str, dict[str, Forms]] = {
         "budget": (
             "This job's budget of {budget} tokens per request is too small for its first message together with "
             "the tool results it reads. The conversation is not too long, and a new chat would not fit either: "
-            "submit the job again with a larger budget."
+            "submit the job again with a budget of {needed} tokens or more."
+        ),
+        "repeating_budget": (
+            "This job was stopped because the agent called {tool} with the same input {times} times without "
+            "making progress. The cause is its budget of {budget} tokens per request: too small to hold the tool "
+            "results together with the agent's notes, so results were left out before the agent could use them. "
+            "Submit the job again with a budget of {needed} tokens or more. Everything it did is kept."
         ),
         "unreachable": (
             "This job failed because the model provider at {host} could not be reached, also when tried again. "
@@ -135,17 +142,23 @@ STOPPED_NOTICES: dict[str, dict[str, Forms]] = {
         "budget": {
             "one": "Rozpočet této úlohy, {budget} token na požadavek, nestačí na její první zprávu spolu s výsledky "
             "nástrojů, které čte. Konverzace není příliš dlouhá a nový chat by se nevešel také: zadejte úlohu "
-            "znovu s větším rozpočtem.",
+            "znovu s rozpočtem alespoň {needed} tokenů.",
             "few": "Rozpočet této úlohy, {budget} tokeny na požadavek, nestačí na její první zprávu spolu s "
             "výsledky nástrojů, které čte. Konverzace není příliš dlouhá a nový chat by se nevešel také: zadejte "
-            "úlohu znovu s větším rozpočtem.",
+            "úlohu znovu s rozpočtem alespoň {needed} tokenů.",
             "many": "Rozpočet této úlohy, {budget} tokenu na požadavek, nestačí na její první zprávu spolu s "
             "výsledky nástrojů, které čte. Konverzace není příliš dlouhá a nový chat by se nevešel také: zadejte "
-            "úlohu znovu s větším rozpočtem.",
+            "úlohu znovu s rozpočtem alespoň {needed} tokenů.",
             "other": "Rozpočet této úlohy, {budget} tokenů na požadavek, nestačí na její první zprávu spolu s "
             "výsledky nástrojů, které čte. Konverzace není příliš dlouhá a nový chat by se nevešel také: zadejte "
-            "úlohu znovu s větším rozpočtem.",
+            "úlohu znovu s rozpočtem alespoň {needed} tokenů.",
         },
+        "repeating_budget": (
+            "Úloha byla zastavena, protože agent {times}krát zavolal {tool} se stejným vstupem a nepostoupil dál. "
+            "Příčinou je její rozpočet {budget} tokenů na požadavek: je příliš malý, aby pojal výsledky nástrojů "
+            "spolu s poznámkami agenta, takže výsledky byly vynechány dříve, než je agent mohl použít. Zadejte "
+            "úlohu znovu s rozpočtem alespoň {needed} tokenů. Vše, co udělala, zůstává."
+        ),
         "unreachable": (
             "Úloha selhala, protože poskytovatel modelu na adrese {host} nebyl dosažitelný ani při opakovaných "
             "pokusech. Zkontrolujte {setting} a síť tohoto počítače (DNS, firewall, proxy, TLS) a zadejte úlohu "
@@ -153,13 +166,20 @@ STOPPED_NOTICES: dict[str, dict[str, Forms]] = {
         ),
     },
 }
-COUNTED_BY = {"steps": "steps", "tokens": "tokens", "repeating": "times", "budget": "budget"}
+COUNTED_BY = {
+    "steps": "steps",
+    "tokens": "tokens",
+    "repeating": "times",
+    "repeating_budget": "times",
+    "budget": "budget",
+}
 LANGUAGES = tuple(STOPPED_NOTICES)  # the languages every notice is written in
 
 
 def stopped_notice(why: str, locale: str | None = None, **values: object) -> str:
     """The notice for a job stopped by a limit (``why``: steps, tokens, repeating), finished without some of
-    its parts (incomplete), whose budget cannot hold its first message with a round of tool results (budget), or
+    its parts (incomplete), whose budget cannot hold its first message with a round of tool results (budget) or
+    its results with the agent's notes (repeating_budget: both name the ``needed`` budget that would), or
     whose model provider could not be reached (unreachable: the ``host`` and the ``setting`` to check),
     in the person's language: its plural form and its numbers as CLDR gives them for the locale (Czech: "po
     1 kroku", "50 000" with a no-break space)."""

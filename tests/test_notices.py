@@ -4,6 +4,8 @@ an unknown locale is refused where it is given."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
@@ -15,7 +17,14 @@ from emulator import EmulatorServer
 from models.db import Database
 from models.tables import Job, JobStatus, Notice
 from plimsoll.handover import handover
-from plimsoll.notices import check_locale, stopped_notice
+from plimsoll.notices import (
+    CONTINUE_HINTS,
+    LANGUAGES,
+    STOPPED_NOTICES,
+    TOO_LONG_NOTICES,
+    check_locale,
+    stopped_notice,
+)
 from tests.fixtures_emulator import TEST_API_KEY
 from tests.support_api import new_tenant
 from tests.support_worker import run_to_end, services, submit
@@ -44,8 +53,22 @@ def test_the_step_limit_notice_has_the_plural_form_and_numbers_of_the_locale(
 
 def test_czech_numbers_group_with_a_no_break_space_not_a_comma() -> None:
     assert f"50{NBSP}000 vstupních tokenů" in stopped_notice("tokens", "cs", tokens=50_000)
-    assert f"1{NBSP}000 tokenů na požadavek" in stopped_notice("budget", "cs", budget=1_000)
-    assert "budget of 1,000 tokens" in stopped_notice("budget", "en", budget=1_000)
+    too_small = stopped_notice("budget", "cs", budget=1_000, needed=2_500)
+    assert f"1{NBSP}000 tokenů na požadavek" in too_small and f"alespoň 2{NBSP}500 tokenů" in too_small
+    assert "budget of 1,000 tokens" in stopped_notice("budget", "en", budget=1_000, needed=2_500)
+
+
+def test_every_notice_is_written_in_every_language_with_the_same_placeholders() -> None:
+    def names(forms: str | dict[str, str]) -> set[frozenset[str]]:
+        texts = forms.values() if isinstance(forms, dict) else [forms]
+        return {frozenset(re.findall(r"\{(\w+)\}", text)) for text in texts}
+
+    english = STOPPED_NOTICES["en"]
+    for language in LANGUAGES:
+        assert STOPPED_NOTICES[language].keys() == english.keys(), language
+        for why, forms in STOPPED_NOTICES[language].items():
+            assert names(forms) == names(english[why]), (language, why)
+    assert TOO_LONG_NOTICES.keys() == CONTINUE_HINTS.keys() == set(LANGUAGES)
 
 
 def test_an_unknown_locale_is_refused_naming_the_known_ones() -> None:
@@ -95,8 +118,8 @@ def test_a_budget_too_small_for_the_first_round_says_so_instead_of_too_long(
         job = session.get_one(Job, job_id)
         notices = list(session.scalars(select(Notice.text).where(Notice.job_id == job_id)))
     assert job.status == JobStatus.FAILED, job.error
-    assert (
-        job.error
-        == "the budget of 1,000 tokens is too small for the job's first message with one round of tool results"
+    named = re.search(r"\(([\d,]+) would hold them\)$", job.error or "")
+    assert named and job.error.startswith(
+        "the budget of 1,000 tokens is too small for the job's first message with one round of tool results"
     )
-    assert notices == [stopped_notice("budget", "en", budget=1_000)]
+    assert notices == [stopped_notice("budget", "en", budget=1_000, needed=int(named[1].replace(",", "")))]

@@ -5,6 +5,8 @@ A budget too small for the first message gets its own notice."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from sqlalchemy import select
 
@@ -75,11 +77,17 @@ def test_a_budget_too_small_for_the_first_message_gets_its_own_notice(
     job = wait_for(database, job_id, timeout=60)
 
     assert job.status == JobStatus.FAILED
-    assert job.error == (
-        "the budget of 1,000 tokens is too small for the job's first message with one round of tool results"
+    named = re.fullmatch(
+        r"the budget of 1,000 tokens is too small for the job's first message with one round of tool results "
+        r"\(([\d,]+) would hold them\)",
+        job.error or "",
     )
+    assert named, job.error
+    needed = int(named[1].replace(",", ""))
     assert emulator_reset.stats()["requests"] == 0  # nothing that could not fit was sent
     with database.session() as session:
         notices = list(session.scalars(select(Notice.text).where(Notice.job_id == job_id)))
-        assert [(s.stage, s.messages_sent) for s in steps_of(session, job_id)] == [("does_not_fit", 0)]
-    assert notices == [stopped_notice("budget", "en", budget=1_000)]
+        records = steps_of(session, job_id)
+        assert [(s.stage, s.messages_sent) for s in records] == [("does_not_fit", 0)]
+    assert needed > records[0].estimated_tokens  # the first message it could not send fits the named budget
+    assert notices == [stopped_notice("budget", "en", budget=1_000, needed=needed)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -50,6 +51,7 @@ from plimsoll.fitting import Batching
 from plimsoll.messages import BLOCK_OVERHEAD, MESSAGE_OVERHEAD
 from plimsoll.notices import new_chat_notice, stopped_notice
 from worker.admission import Limiter, Ticket, planned_input
+from worker.budget_needed import budget_needed
 from worker.compaction import compose, store_summary
 from worker.errors import ProviderError, RateLimited, TooLong
 from worker.lease import Heartbeat, deadline, give_back, held_by_another, release
@@ -440,11 +442,14 @@ class _NothingFits(Exception):
     message with its newest round of tool results fits the job's budget (if not, the budget is too small, not
     the conversation too long: a new chat would not fit either)."""
 
-    def __init__(self, error: DoesNotFit, carried: list[dict[str, Any]], *, first_fits: bool) -> None:
+    def __init__(
+        self, error: DoesNotFit, carried: list[dict[str, Any]], *, smallest: int, factor: float, budget: int
+    ) -> None:
         super().__init__(str(error))
         self.error = error
         self.carried = carried
-        self.first_fits = first_fits
+        self.smallest, self.factor = smallest, factor  # that request's estimate, and the calibration factor
+        self.first_fits = smallest <= budget
 
 
 def _parent_gone(session: Session, job: Job) -> bool:
@@ -488,7 +493,7 @@ def _prepare(session: Session, job: Job, services: Services) -> _Prepared | None
         # tool results to get anywhere: if the job's budget cannot hold those, a new chat would fail as well.
         newest_round = next((i for i in range(len(every) - 1, 0, -1) if every[i].role == "assistant"), len(every))
         smallest = every[0].tokens + overhead + sum(o.tokens for o in every[newest_round:])
-        raise _NothingFits(error, carried, first_fits=smallest <= planning_budget) from error
+        raise _NothingFits(error, carried, smallest=smallest, factor=factor, budget=planning_budget) from error
     return _Prepared(
         step=job.step,
         strategy=job.strategy,
@@ -611,7 +616,16 @@ def _answered(
             job.step = step
             tool, times = repeats.over[0].get("name", "?"), repeats.counts[fingerprint(repeats.over[0])]
             why = f"stopped: the agent called {tool} with the same input {times} times"
-            stopped = _stop(session, job, why, "repeating", tool=tool, times=times)
+            needed = _budget_needed(session, job, services)
+            if needed > job.budget:  # results were left out before the agent could use them: the budget's fault
+                why += (
+                    f"; its budget of {job.budget:,} tokens cannot hold its results with its notes ({needed:,} would)"
+                )
+                stopped = _stop(
+                    session, job, why, "repeating_budget", tool=tool, times=times, budget=job.budget, needed=needed
+                )
+            else:
+                stopped = _stop(session, job, why, "repeating", tool=tool, times=times)
             session.add(_step_record(job, prepared, step, reply=reply, seconds=prepared.seconds))
             return stopped
         outputs = [run_tool(session, job, call) for call in calls]
@@ -854,7 +868,7 @@ def _failed(
     """Act on a failed request as the routing table says. The step's failed tries are counted on the job, so
     the limit holds however the retries were delivered."""
     if nothing is not None and not nothing.first_fits:
-        return _budget_too_small(session, job, nothing)
+        return _budget_too_small(session, job, nothing, services)
     settings = services.settings
     limited = isinstance(error, RateLimited)  # a wait, not a failed try: the step's retries are left as they are
     tries = job.attempts + (0 if limited else 1)
@@ -912,13 +926,24 @@ def _waited_for_rate_limit(job: Job) -> float:
     return (now() - (since if since.tzinfo else since.replace(tzinfo=UTC))).total_seconds()
 
 
-def _budget_too_small(session: Session, job: Job, nothing: _NothingFits) -> _Done:
+def _budget_needed(session: Session, job: Job, services: Services) -> int:
+    """The budget that would hold what the job needs, measured from its history (worker/budget_needed.py)."""
+    overhead = request_overhead(system_prompt(job), tools_for(job), job.profile)
+    factor = Calibrator.from_dict(job.calibration, floor=services.settings.calibration_floor).factor
+    return budget_needed(session, job, overhead=overhead, factor=factor if job.strategy in CALIBRATED else 1.0)
+
+
+def _budget_too_small(session: Session, job: Job, nothing: _NothingFits, services: Services) -> _Done:
     """The first message alone does not fit the budget: no new chat would help, a bigger budget would."""
     step = job.step = job.step + 1  # the step that did not fit is recorded: the job's count of steps includes it
     session.add(_unsent_step_record(job, step, nothing.error))
-    why = f"the budget of {job.budget:,} tokens is too small for the job's first message with one round of tool results"
+    needed = max(_budget_needed(session, job, services), math.ceil(nothing.smallest * nothing.factor))
+    why = (
+        f"the budget of {job.budget:,} tokens is too small for the job's first message with one round of tool "
+        f"results ({needed:,} would hold them)"
+    )
     end_job(job, JobStatus.FAILED, error=why)
-    _notify(session, job, stopped_notice("budget", job.locale, budget=job.budget))
+    _notify(session, job, stopped_notice("budget", job.locale, budget=job.budget, needed=needed))
     return _Done(Outcome(job.id, "finished", step, job.status, stage="does_not_fit"), _wake_parent(session, job))
 
 
