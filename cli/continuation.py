@@ -55,4 +55,6 @@ def continue_job(
     with api(api_url, api_key) as client:
         created = client.continue_job(job, next_step)
         plain(err, f"Job {created.id} continues job {job} in a new chat: {created.model}, budget {created.budget:,}.")
+        for warning in created.warnings:
+            plain(err, f"Warning: {warning}", style="yellow")
         follow(client, created, wait=wait, as_json=as_json, interval=interval)

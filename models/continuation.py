@@ -3,6 +3,8 @@ was asked, produced and left to do (plimsoll.handover), never its whole history.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -11,13 +13,19 @@ from sqlalchemy.orm import Session
 from models.catalogue import UnknownModel, model_spec
 from models.errors import Conflict, InvalidInput
 from models.history import documents_read
-from models.jobs import children_of, create_job, job_of
+from models.jobs import children_of, create_job, job_of, opening_message
 from models.options import JobOptions
 from models.settings import get_settings
 from models.tables import Job, JobKind, Message
 from plimsoll.handover import handover
 
 HANDOVER_SHARE = 4  # the hand-over takes at most a quarter of the new job's budget
+
+
+@dataclass(frozen=True)
+class Continued:
+    job: Job
+    warnings: list[str]  # e.g. documents of the old job that no longer exist, which the new one goes on without
 
 
 def continue_job(
@@ -27,10 +35,12 @@ def continue_job(
     job_id: int,
     instruction: str,
     options: JobOptions | None = None,
-) -> Job:
+) -> Continued:
     """A queued job that continues job ``job_id`` with ``instruction`` as its next step. It runs with the old
     job's options but those given in ``options``; its budget is the old one's at most what the model takes, and
-    its strategy is the one given (Plimsoll's by default, also after a job that reproduced an old failure)."""
+    its strategy is the one given (Plimsoll's by default, also after a job that reproduced an old failure). It
+    reads the old job's documents that still exist, and warns of those that do not; with none left it is refused
+    (Conflict)."""
     given = options or JobOptions()
     old = job_of(session, tenant_id=tenant_id, job_id=job_id)
     if old.kind != JobKind.MAIN:
@@ -48,6 +58,12 @@ def continue_job(
         raise InvalidInput(str(error)) from None
     new_budget = given.budget or min(old.budget, spec.max_budget)
     names = [d.name for d in old.documents]
+    gone = deleted_documents(session, old)
+    if gone and not names:
+        raise Conflict(
+            f"none of job {job_id}'s documents exists any more (deleted: {', '.join(gone)}): upload them again "
+            "and submit a new job"
+        )
     children = children_of(session, old.id)
     read = set(documents_read(session, job_ids=[old.id, *(c.id for c in children)], names=names))
     written = handover(
@@ -60,7 +76,6 @@ def continue_job(
         max_chars=settings.max_instruction_chars,
         profile=spec.profile,
         status=old.status,
-        error=old.error,
     )
     new = create_job(
         session,
@@ -72,7 +87,24 @@ def continue_job(
         ),
     )
     new.continued_from_id = old.id
-    return new
+    warnings = [f"document {name} of job {job_id} no longer exists: the new job goes on without it" for name in gone]
+    return Continued(new, warnings)
+
+
+def deleted_documents(session: Session, job: Job) -> list[str]:
+    """The names of the job's documents that were deleted since it was created (a deleted document leaves its
+    jobs), as its opening message listed them; a message that lists them in no way ours does tells none."""
+    opening = session.scalar(select(Message.content).where(Message.job_id == job.id, Message.seq == 0))
+    text = opening if isinstance(opening, str) else ""
+    listing = text[len(job.instruction.strip()) :].removeprefix("\n\n")
+    found = re.fullmatch(r"Documents \((\d+)\): `(.*)`", listing, re.DOTALL)
+    if found is None:
+        return []
+    listed = found[2].split("`, `")
+    if len(listed) != int(found[1]) or opening_message(job.instruction, listed)["content"] != text:
+        return []  # a name with "`, `" in it: the listing cannot be split by names
+    kept = {d.name for d in job.documents}
+    return [name for name in listed if name not in kept]
 
 
 def continuation_of(session: Session, job_id: int) -> Job | None:

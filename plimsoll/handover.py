@@ -38,16 +38,16 @@ def handover(
     max_chars: int,
     profile: str,
     status: str = "needs_new_chat",
-    error: str | None = None,
 ) -> Handover:
     """The new job's instruction. ``produced`` is what the old job wrote, oldest first (its notes, its answer
     so far, its subagents' reports); ``unread`` the documents it never read. The result stays within
     ``max_tokens`` (estimated under ``profile``) and ``max_chars``, dropping the oldest of ``produced`` first,
-    and the oldest part of the old instruction if even that is not enough. ``status`` and ``error`` are how the
-    old job ended: the first sentence says so (a job that finished did not grow too long)."""
+    and the oldest part of the old instruction if even that is not enough. ``status`` is how the old job ended:
+    the first sentence says so in our own words (a job that finished did not grow too long). The job's error is
+    never quoted: it may be the provider's text, which the agent of the new chat would take for part of its task
+    (a `max_tokens` in a rejection read as a document's name)."""
     ended = HOW_IT_ENDED.get(status, f"which ended {status}")
-    because = f" ({error.strip().splitlines()[0][:200]})" if error and error.strip() and status != "succeeded" else ""
-    head = f"This continues job {job_id}, {ended}{because}. It was asked:\n\n"
+    head = f"This continues job {job_id}, {ended}. It was asked:\n\n"
     left = (
         f"\n\nDocuments it had not read yet ({len(unread)}): " + ", ".join(f"`{name}`" for name in unread)
         if unread

@@ -70,6 +70,8 @@ def test_a_job_that_needed_a_new_chat_is_continued_and_the_new_job_finishes(
     handed_over = client.get(f"/v1/jobs/{new['id']}/messages").json()["items"][0]["content"]
     assert f"This continues job {old}" in handed_over and "Note one fact of each chapter left." in handed_over
     assert "NOTE 01-ru.txt" in handed_over  # what the old job produced
+    rejection = client.get(f"/v1/jobs/{old}").json()["error"]
+    assert rejection and rejection not in handed_over  # the provider's words never reach the new chat
     assert estimate_tokens(handed_over, "cl100k") <= new["budget"] // 4 + 200  # plus the documents' list
     job = wait_for(database, new["id"])
     assert job.status == "succeeded", job.error
@@ -105,3 +107,42 @@ def test_plimsoll_continue_on_the_command_line_waits_for_the_new_job(
     assert f"continues job {old} in a new chat" in done.stderr
     new = int(done.stdout.split()[0])
     assert client.get(f"/v1/jobs/{new}").json()["status"] == "succeeded"
+
+
+def test_continue_warns_of_deleted_documents_and_refuses_when_none_is_left(
+    database: Database, database_url: str, client: TestClient
+) -> None:
+    from typer.testing import CliRunner
+
+    from bench.stack import api_server
+    from cli.main import app
+
+    def document(name: str) -> int:
+        stored = client.post("/v1/documents", json={"name": name, "content": f"The text of {name}."})
+        return int(stored.json()["documents"][0]["id"])
+
+    def finished_job(ids: list[int]) -> int:
+        job: int = client.post("/v1/jobs", json={"instruction": "Note each.", "document_ids": ids}).json()["id"]
+        assert wait_for(database, job).status == "succeeded"
+        return job
+
+    first, second, third = document("a.txt"), document("b.txt"), document("c.txt")
+    old = finished_job([first, second])
+    assert client.delete(f"/v1/documents/{first}").status_code == 204
+    key = client.headers["X-API-Key"]
+    with api_server(database_url) as url:
+        done = CliRunner().invoke(app, ["continue", str(old), "-i", "Check again.", "--api-url", url, "--api-key", key])
+    assert done.exit_code == 0, done.output
+    warning = f"document a.txt of job {old} no longer exists: the new job goes on without it"
+    assert f"Warning: {warning}" in " ".join(done.stderr.split()) and warning not in done.stdout
+    new = client.get(f"/v1/jobs/{int(done.stdout.split()[0])}").json()
+    assert new["progress"]["documents_total"] == 1, new
+    assert wait_for(database, new["id"]).status == "succeeded"
+
+    lonely = finished_job([third])
+    assert client.delete(f"/v1/documents/{third}").status_code == 204
+    refused = client.post(f"/v1/jobs/{lonely}/continue", json={"instruction": "Check again."})
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["detail"] == (
+        f"none of job {lonely}'s documents exists any more (deleted: c.txt): upload them again and submit a new job"
+    )

@@ -81,4 +81,9 @@ def test_the_readme_block_that_provokes_the_too_long_notice(
     run = run_block(block, *stack, tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "This conversation is too long for the model to process at once." in run.stdout
-    assert "continues job" in run.stderr and "NOTE" in run.stdout  # the new chat finished, with its notes
+    assert "continues job" in run.stderr
+    # The new chat finished with a note of every chapter, and none of what the hand-over must not carry (the
+    # provider's rejection, whose `max_tokens` the agent once took for a document's name).
+    chapters = sorted(path.name for path in (tmp_path / "chapters").glob("*.txt"))
+    assert len(chapters) == 6 and all(f"NOTE {name}:" in run.stdout for name in chapters), run.stdout
+    assert "max_tokens" not in run.stdout and "unreadable" not in run.stdout, run.stdout

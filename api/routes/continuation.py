@@ -18,15 +18,21 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
 @router.post(
     "/{job_id}/continue",
     status_code=status.HTTP_201_CREATED,
-    responses={409: {"model": ErrorBody, "description": "the job has not ended, is a subagent, or was continued"}},
+    responses={
+        409: {
+            "model": ErrorBody,
+            "description": "the job has not ended, is a subagent, was continued, or none of its documents is left",
+        }
+    },
 )
 def continue_in_a_new_chat(
     job_id: Id, next_step: ContinueIn, tenant: TenantDep, session: SessionDep, enqueue: EnqueueDep
 ) -> JobView:
     """A new job over the same documents, starting from a hand-over of this one (what it was asked, what it
-    produced, what it left to do) and the next step. The two jobs link to each other."""
+    produced, what it left to do) and the next step. The two jobs link to each other. Documents of the old job
+    that were deleted are named in ``warnings``; with none left, the continuation is refused (409)."""
     try:
-        job = continue_job(
+        continued = continue_job(
             session,
             tenant_id=tenant.id,
             job_id=job_id,
@@ -35,5 +41,6 @@ def continue_in_a_new_chat(
         )
     except Conflict as conflict:
         raise HTTPException(status.HTTP_409_CONFLICT, str(conflict)) from None
-    queue_first_step(session, job, enqueue)
-    return job_view(session, job)
+    queue_first_step(session, continued.job, enqueue)
+    view = job_view(session, continued.job)
+    return view.model_copy(update={"warnings": [*continued.warnings, *view.warnings]})
