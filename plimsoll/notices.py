@@ -102,8 +102,8 @@ STOPPED_NOTICES: dict[str, dict[str, Forms]] = {
         "incomplete": "The job finished, but these parts of it did not: {parts}. Its answer leaves them out.",
         "budget": (
             "This job's budget of {budget} tokens per request is too small for its first message together with "
-            "the tool results it reads. The conversation is not too long, and a new chat would not fit either: "
-            "submit the job again with a budget of {needed} tokens or more."
+            "the agent's notes and the tool results it reads. The conversation is not too long, and a new chat "
+            "would not fit either: submit the job again with a budget of {needed} tokens or more."
         ),
         "repeating_budget": (
             "This job was stopped because the agent called {tool} with the same input {times} times without "
@@ -140,18 +140,18 @@ STOPPED_NOTICES: dict[str, dict[str, Forms]] = {
         ),
         "incomplete": "Úloha skončila, ale tyto její části ne: {parts}. Odpověď je nezahrnuje.",
         "budget": {
-            "one": "Rozpočet této úlohy, {budget} token na požadavek, nestačí na její první zprávu spolu s výsledky "
-            "nástrojů, které čte. Konverzace není příliš dlouhá a nový chat by se nevešel také: zadejte úlohu "
-            "znovu s rozpočtem alespoň {needed} tokenů.",
+            "one": "Rozpočet této úlohy, {budget} token na požadavek, nestačí na její první zprávu spolu s "
+            "poznámkami agenta a výsledky nástrojů, které čte. Konverzace není příliš dlouhá a nový chat by se "
+            "nevešel také: zadejte úlohu znovu s rozpočtem alespoň {needed} tokenů.",
             "few": "Rozpočet této úlohy, {budget} tokeny na požadavek, nestačí na její první zprávu spolu s "
-            "výsledky nástrojů, které čte. Konverzace není příliš dlouhá a nový chat by se nevešel také: zadejte "
-            "úlohu znovu s rozpočtem alespoň {needed} tokenů.",
+            "poznámkami agenta a výsledky nástrojů, které čte. Konverzace není příliš dlouhá a nový chat by se "
+            "nevešel také: zadejte úlohu znovu s rozpočtem alespoň {needed} tokenů.",
             "many": "Rozpočet této úlohy, {budget} tokenu na požadavek, nestačí na její první zprávu spolu s "
-            "výsledky nástrojů, které čte. Konverzace není příliš dlouhá a nový chat by se nevešel také: zadejte "
-            "úlohu znovu s rozpočtem alespoň {needed} tokenů.",
+            "poznámkami agenta a výsledky nástrojů, které čte. Konverzace není příliš dlouhá a nový chat by se "
+            "nevešel také: zadejte úlohu znovu s rozpočtem alespoň {needed} tokenů.",
             "other": "Rozpočet této úlohy, {budget} tokenů na požadavek, nestačí na její první zprávu spolu s "
-            "výsledky nástrojů, které čte. Konverzace není příliš dlouhá a nový chat by se nevešel také: zadejte "
-            "úlohu znovu s rozpočtem alespoň {needed} tokenů.",
+            "poznámkami agenta a výsledky nástrojů, které čte. Konverzace není příliš dlouhá a nový chat by se "
+            "nevešel také: zadejte úlohu znovu s rozpočtem alespoň {needed} tokenů.",
         },
         "repeating_budget": (
             "Úloha byla zastavena, protože agent {times}krát zavolal {tool} se stejným vstupem a nepostoupil dál. "

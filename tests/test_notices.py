@@ -118,6 +118,7 @@ def test_a_budget_too_small_for_the_first_round_says_so_instead_of_too_long(
     assert job.status == JobStatus.FAILED, job.error
     named = re.search(r"\(([\d,]+) would hold them\)$", job.error or "")
     assert named and job.error.startswith(
-        "the budget of 1,000 tokens is too small for the job's first message with one round of tool results"
+        "the budget of 1,000 tokens is too small for the job's first message with its notes and one round of tool "
+        "results"
     )
     assert notices == [stopped_notice("budget", "en", budget=1_000, needed=int(named[1].replace(",", "")))]

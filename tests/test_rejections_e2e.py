@@ -78,7 +78,8 @@ def test_a_budget_too_small_for_the_first_message_gets_its_own_notice(
 
     assert job.status == JobStatus.FAILED
     named = re.fullmatch(
-        r"the budget of 1,000 tokens is too small for the job's first message with one round of tool results "
+        r"the budget of 1,000 tokens is too small for the job's first message with its notes and one round of "
+        r"tool results "
         r"\(([\d,]+) would hold them\)",
         job.error or "",
     )

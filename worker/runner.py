@@ -867,8 +867,12 @@ def _failed(
 ) -> _Done:
     """Act on a failed request as the routing table says. The step's failed tries are counted on the job, so
     the limit holds however the retries were delivered."""
-    if nothing is not None and not nothing.first_fits:
-        return _budget_too_small(session, job, nothing, services)
+    if nothing is not None:
+        needed = max(_budget_needed(session, job, services), math.ceil(nothing.smallest * nothing.factor))
+        # A larger budget the model takes would hold the job: say so, rather than send the person to a new
+        # chat, whose hand-over would not fit either. Where the model cannot take it, a new chat is the way on.
+        if not nothing.first_fits or job.budget < needed <= job.hard_limit - job.max_output_tokens:
+            return _budget_too_small(session, job, nothing, needed)
     settings = services.settings
     limited = isinstance(error, RateLimited)  # a wait, not a failed try: the step's retries are left as they are
     tries = job.attempts + (0 if limited else 1)
@@ -933,14 +937,14 @@ def _budget_needed(session: Session, job: Job, services: Services) -> int:
     return budget_needed(session, job, overhead=overhead, factor=factor if job.strategy in CALIBRATED else 1.0)
 
 
-def _budget_too_small(session: Session, job: Job, nothing: _NothingFits, services: Services) -> _Done:
-    """The first message alone does not fit the budget: no new chat would help, a bigger budget would."""
+def _budget_too_small(session: Session, job: Job, nothing: _NothingFits, needed: int) -> _Done:
+    """The budget cannot hold the first message with the agent's notes and a round of tool results: no new chat
+    would help, a budget of ``needed`` would."""
     step = job.step = job.step + 1  # the step that did not fit is recorded: the job's count of steps includes it
     session.add(_unsent_step_record(job, step, nothing.error))
-    needed = max(_budget_needed(session, job, services), math.ceil(nothing.smallest * nothing.factor))
     why = (
-        f"the budget of {job.budget:,} tokens is too small for the job's first message with one round of tool "
-        f"results ({needed:,} would hold them)"
+        f"the budget of {job.budget:,} tokens is too small for the job's first message with its notes and one "
+        f"round of tool results ({needed:,} would hold them)"
     )
     end_job(job, JobStatus.FAILED, error=why)
     _notify(session, job, stopped_notice("budget", job.locale, budget=job.budget, needed=needed))
