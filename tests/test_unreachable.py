@@ -121,16 +121,18 @@ def test_the_unreachable_notice_names_the_host_and_the_setting_in_every_language
     assert plain.notice is None  # a fault on the provider's side: nothing for the person to check
 
 
-def test_the_setting_to_check_follows_the_model() -> None:
-    def job(model: str, provider: str) -> Job:
-        return Job(model=model, provider=provider, kind=JobKind.MAIN)
+def test_the_setting_to_check_follows_the_endpoint_the_job_recorded() -> None:
+    def job(model: str, provider: str, *, emulator: bool) -> Job:
+        return Job(model=model, provider=provider, kind=JobKind.MAIN, emulator=emulator)
 
-    assert endpoint_setting(job("plimsoll-emulator", "anthropic")) == "PLIMSOLL_EMULATOR_URL"
-    assert endpoint_setting(job("plimsoll-emulator-openai", "openai")) == "PLIMSOLL_EMULATOR_URL"
+    assert endpoint_setting(job("plimsoll-emulator", "anthropic", emulator=True)) == "PLIMSOLL_EMULATOR_URL"
+    assert endpoint_setting(job("plimsoll-emulator-openai", "openai", emulator=True)) == "PLIMSOLL_EMULATOR_URL"
+    assert endpoint_setting(job("claude-sonnet-5-5", "anthropic", emulator=True)) == "PLIMSOLL_EMULATOR_URL"
     assert (
-        endpoint_setting(job("claude-sonnet-5-5", "anthropic")) == "ANTHROPIC_BASE_URL (or PLIMSOLL_ANTHROPIC_BASE_URL)"
+        endpoint_setting(job("claude-sonnet-5-5", "anthropic", emulator=False))
+        == "ANTHROPIC_BASE_URL (or PLIMSOLL_ANTHROPIC_BASE_URL)"
     )
-    assert endpoint_setting(job("gpt-5.5", "openai")) == "OPENAI_BASE_URL (or PLIMSOLL_OPENAI_BASE_URL)"
+    assert endpoint_setting(job("gpt-5.5", "openai", emulator=False)) == "OPENAI_BASE_URL (or PLIMSOLL_OPENAI_BASE_URL)"
 
 
 @pytest.mark.usefixtures("celery_worker")
@@ -138,14 +140,16 @@ def test_jobs_whose_provider_cannot_be_reached_fail_with_a_notice_naming_the_hos
     database: Database, database_url: str, sentry_events: list[dict[str, Any]]
 ) -> None:
     """The real stack with the default retry settings: the API under uvicorn, a Celery worker, PostgreSQL.
-    Anthropic's base URL points at a closed local port, OpenAI's at a name that never resolves."""
+    Anthropic's base URL points at a closed local port, OpenAI's at a name that never resolves, the bundled
+    emulator's at another closed port."""
     defaults = Settings()
     assert defaults.max_transient_retries == 6  # the default: 7 tries, full-jitter backoff from 1 s (about 30 s)
-    port = closed_port()
-    closed = f"127.0.0.1:{port}"
+    closed, no_emulator = f"127.0.0.1:{closed_port()}", f"127.0.0.1:{closed_port()}"
     unreachable = {
         "PLIMSOLL_ANTHROPIC_BASE_URL": f"http://{closed}",
         "PLIMSOLL_OPENAI_BASE_URL": f"https://{NOWHERE}/v1",
+        "PLIMSOLL_EMULATOR_URL": f"http://{no_emulator}",
+        "PLIMSOLL_REAL_MODELS_ON_EMULATOR": "false",  # the suite's opt-in: real models go to their base URLs here
     }
     _, key = new_tenant(database)
     with (
@@ -159,7 +163,7 @@ def test_jobs_whose_provider_cannot_be_reached_fail_with_a_notice_naming_the_hos
             model: api.post(
                 "/v1/jobs", json={"instruction": "Read it.", "document_ids": ids, "model": model, "locale": locale}
             ).json()["id"]
-            for model, locale in (("claude-sonnet-5-5", "en"), ("gpt-5.5", "cs"))
+            for model, locale in (("claude-sonnet-5-5", "en"), ("gpt-5.5", "cs"), ("plimsoll-emulator", "en"))
         }
         started = time.monotonic()
         ended = {model: wait_ended(api, job_id) for model, job_id in jobs.items()}
@@ -188,12 +192,13 @@ def test_jobs_whose_provider_cannot_be_reached_fail_with_a_notice_naming_the_hos
         "gpt-5.5": [
             stopped_notice("unreachable", "cs", host=NOWHERE, setting="OPENAI_BASE_URL (or PLIMSOLL_OPENAI_BASE_URL)")
         ],
+        "plimsoll-emulator": [stopped_notice("unreachable", "en", host=no_emulator, setting="PLIMSOLL_EMULATOR_URL")],
     }
     for model, job in ended.items():  # the panel, the API and the step records count the failed step alike
         assert job["status"] == "failed" and job["retries"] == tries - 1, job
         assert [s["step"] for s in steps[model]] == [1] and job["progress"]["steps_done"] == 1, (job, steps[model])
     assert "Step            1" in panel, panel
-    assert events_after_the_commit(sentry_events) == 2  # one per job
+    assert events_after_the_commit(sentry_events) == 3  # one per job
     assert took < 120, took
 
 

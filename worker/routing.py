@@ -89,9 +89,9 @@ def route(
 
 def endpoint_setting(job: Job) -> str:
     """The setting that points the job's requests at their host, as the unreachable notice names it: the
-    bundled emulator's URL for the emulator's models, else the provider's base URL (the SDK's own variable, and
-    Plimsoll's beside it)."""
-    if job.model.startswith("plimsoll-emulator"):  # the bundled emulator's models (models/catalogue.py)
+    bundled emulator's URL for a job the emulator answers (as the job recorded it, models/endpoints.py), else the
+    provider's base URL (the SDK's own variable, and Plimsoll's beside it)."""
+    if job.emulator:
         return "PLIMSOLL_EMULATOR_URL"
     prefix = job.provider.upper()
     return f"{prefix}_BASE_URL (or PLIMSOLL_{prefix}_BASE_URL)"
