@@ -10,6 +10,13 @@ from typing import TypeVar
 
 T = TypeVar("T")
 POLL_SECONDS = 0.05
+# The environment of the default routing (models/endpoints.py): what the suite's fixtures set to run every model on
+# the session's emulator (tests/fixtures_emulator.py, tests/fixtures_worker.py), taken away.
+DEFAULT_ROUTING: dict[str, str | None] = {
+    "PLIMSOLL_REAL_MODELS_ON_EMULATOR": None,
+    **{f"{prefix}{provider}_{what}": None for prefix in ("PLIMSOLL_", "") for provider in ("ANTHROPIC", "OPENAI")
+       for what in ("API_KEY", "BASE_URL")},
+}  # fmt: skip
 
 
 def wait_until(

@@ -22,6 +22,7 @@ from models.db import Database
 from models.endpoints import Endpoint, NoRoute, api_key_for, endpoint_for, routes
 from models.settings import Settings
 from models.tables import Job, JobStatus, ModelFacts
+from tests.support import DEFAULT_ROUTING
 from tests.support_api import serve_api
 from tests.support_worker import run_to_end
 from worker.admission import Ticket
@@ -29,12 +30,6 @@ from worker.services import make_services
 
 REAL_KEY = "sk-ant-api03-" + "k" * 24
 SONNET = "claude-sonnet-5-5"  # the catalogue: a 200,000-token window
-# What the suite's fixtures set (tests/fixtures_emulator.py, tests/fixtures_worker.py), taken away.
-DEFAULT_ROUTING: dict[str, str | None] = {
-    "PLIMSOLL_REAL_MODELS_ON_EMULATOR": None,
-    **{f"{prefix}{provider}_{what}": None for prefix in ("PLIMSOLL_", "") for provider in ("ANTHROPIC", "OPENAI")
-       for what in ("API_KEY", "BASE_URL")},
-}  # fmt: skip
 
 
 def settings(**values: Any) -> Settings:

@@ -17,9 +17,9 @@ from emulator import EmulatorConfig, EmulatorServer
 from models.db import Database
 from models.settings import Settings
 from models.tables import Job, JobStatus
+from tests.support import DEFAULT_ROUTING
 from tests.support_api import serve_api
 from tests.support_worker import run_to_end
-from tests.test_endpoints import DEFAULT_ROUTING
 from worker.services import make_services
 
 ROOT = Path(__file__).resolve().parent.parent
