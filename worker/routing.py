@@ -17,6 +17,7 @@ import math
 import random
 from dataclasses import dataclass
 
+from models.endpoints import base_url_variables
 from models.statuses import JobStatus
 from models.tables import Job
 from plimsoll.notices import stopped_notice, too_long_notice
@@ -93,8 +94,8 @@ def endpoint_setting(job: Job) -> str:
     provider's base URL (the SDK's own variable, and Plimsoll's beside it)."""
     if job.emulator:
         return "PLIMSOLL_EMULATOR_URL"
-    prefix = job.provider.upper()
-    return f"{prefix}_BASE_URL (or PLIMSOLL_{prefix}_BASE_URL)"
+    plimsolls, sdks = base_url_variables(job.provider)
+    return f"{sdks} (or {plimsolls})"
 
 
 def backoff_delay(attempt: int, retry_after: float | None, rng: random.Random) -> float:
