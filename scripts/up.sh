@@ -9,6 +9,19 @@ export PATH="$PWD/${VENV:-.venv}/bin:$PATH"
 
 source scripts/up-settings.sh
 
+# A port in use (most often by a `make up` still running) ends here, naming it, before anything is started or
+# printed; bound as uvicorn, Flower and the emulator bind (SO_REUSEADDR: a port in TIME_WAIT is free).
+for setting in API_PORT:$PUBLISH_ADDRESS EMULATOR_PORT:$PUBLISH_ADDRESS FLOWER_PORT:127.0.0.1; do
+  name=${setting%%:*} address=${setting#*:}
+  if ! python -c 'import socket, sys
+with socket.socket() as s:
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((sys.argv[1], int(sys.argv[2])))' "$address" "${!name}" 2>/dev/null; then
+    echo "Port ${!name} on $address ($name) is in use: is Plimsoll running already (another make up)? Stop it, or pick another port, e.g. $name=$(( ${!name} + 1 )) make up" >&2
+    exit 1
+  fi
+done
+
 # Flower's login, in its environment (never on a command line, where `ps` shows it): FLOWER_BASIC_AUTH, else
 # FLOWER_USER and FLOWER_PASSWORD, else admin with a password made once and kept in var/flower-password.
 mkdir -p var "$(dirname "$BEAT_SCHEDULE")"

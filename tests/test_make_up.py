@@ -133,21 +133,20 @@ def own_database() -> Iterator[str]:
     admin.dispose()
 
 
-def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_database: str, tmp_path: Path) -> None:
-    up_block, client_block = readme_blocks()
-    assert commands(up_block) == ["make up"]
-    api_port, flower_port, emulator_port = spare_ports(3)
-    login = ("tester", secrets.token_hex(8))
-    queue = f"plimsoll-up-{uuid.uuid4().hex[:8]}"
-    # A person's terminal, not the `make test` this suite may run under: no PLIMSOLL_ settings of the suite's, and no
-    # make of its own around `make up` (its MAKELEVEL would have `make up` print "Leaving directory" after Ctrl-C).
+def up_environment(
+    database: str, ports: tuple[int, int, int], login: tuple[str, str], tmp_path: Path
+) -> dict[str, str]:
+    """A person's terminal, not the `make test` this suite may run under: no PLIMSOLL_ settings of the suite's, and
+    no make of its own around `make up` (its MAKELEVEL would have `make up` print "Leaving directory" after
+    Ctrl-C); this test's database, ports (API, Flower, emulator), Redis database and step queue."""
     inherited = ("PLIMSOLL_", "FLOWER_", "MAKELEVEL", "MAKEFLAGS", "MFLAGS")
     env = {k: v for k, v in os.environ.items() if not k.startswith(inherited) or "_TEST_" in k}
+    api_port, flower_port, emulator_port = ports
     env.update(
-        PLIMSOLL_DATABASE_URL=own_database,
+        PLIMSOLL_DATABASE_URL=database,
         PLIMSOLL_ADMIN_USER=make_url(POSTGRES_URL).username or "postgres",
         PLIMSOLL_BROKER_URL=REDIS_URL.rsplit("/", 1)[0] + f"/{random.choice(UP_REDIS_DBS)}",
-        PLIMSOLL_STEP_QUEUE=queue,
+        PLIMSOLL_STEP_QUEUE=f"plimsoll-up-{uuid.uuid4().hex[:8]}",
         PLIMSOLL_RECONCILE_EVERY_SECONDS="1",
         API_PORT=str(api_port),
         FLOWER_PORT=str(flower_port),
@@ -157,6 +156,37 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
         BEAT_SCHEDULE=str(tmp_path / "celerybeat-schedule"),
         FLOWER_BASIC_AUTH=":".join(login),
     )
+    return env
+
+
+def test_a_second_make_up_names_the_port_in_use_and_starts_nothing(own_database: str, tmp_path: Path) -> None:
+    flower_port, emulator_port = spare_ports(2)
+    with socket.socket() as running:  # what the first `make up`'s API holds
+        running.bind(("127.0.0.1", 0))
+        running.listen()
+        api_port = running.getsockname()[1]
+        env = up_environment(own_database, (api_port, flower_port, emulator_port), ("tester", "x"), tmp_path)
+        second = subprocess.run(
+            ["make", "up"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=STARTUP_SECONDS
+        )
+    said = second.stdout + second.stderr
+    assert second.returncode != 0, said
+    assert f"Port {api_port} on 127.0.0.1 (API_PORT) is in use" in said, said
+    assert f"API_PORT={api_port + 1} make up" in said
+    assert "Plimsoll is starting" not in said and "Errno 98" not in said, said  # no banner, no process started
+    admin = create_engine(make_url(POSTGRES_URL).set(database="postgres"))
+    with admin.connect() as connection:  # nothing was created either
+        name = make_url(own_database).database
+        assert connection.scalar(text("SELECT count(*) FROM pg_database WHERE datname = :n"), {"n": name}) == 0
+    admin.dispose()
+
+
+def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_database: str, tmp_path: Path) -> None:
+    up_block, client_block = readme_blocks()
+    assert commands(up_block) == ["make up"]
+    api_port, flower_port, emulator_port = spare_ports(3)
+    login = ("tester", secrets.token_hex(8))
+    env = up_environment(own_database, (api_port, flower_port, emulator_port), login, tmp_path)
     log = tmp_path / "make-up.log"
     with log.open("wb") as output:
         up = subprocess.Popen(
