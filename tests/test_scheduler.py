@@ -4,6 +4,7 @@ expired), and exactly one beat across machines does so, by a lock in Redis."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -72,10 +73,14 @@ def test_beat_reconciles_on_time_behind_a_backlog_of_steps(
 
         wait_until(reconciled, interval + LOCK_INTERVALS * interval + 15, "a reconciler round", every=0.2)
         waited = time.monotonic() - started
+        time.sleep(interval + 2)  # the next round, which has nothing to take back
     finally:
         beat.terminate()
-        beat.wait(timeout=20)
+        logged = beat.communicate(timeout=20)[0].decode()
         client.delete(queue)
+    # A round is logged at INFO when it took a job back, and not at all (DEBUG) when it did nothing.
+    assert re.search(r"reconciler round done, [1-9]\d* jobs queued again", logged), logged
+    assert "reconciler round done, 0 jobs" not in logged, logged
     with database.session() as session:
         job = session.get_one(Job, job_id)
         assert job.lease_until is not None and job.lease_until > now()  # taken back, a new deadline set

@@ -90,6 +90,8 @@ class ReconcilingScheduler(PersistentScheduler):  # type: ignore[misc]  # Celery
 
         try:
             queued = reconcile_now()
-            logger.info("scheduler: reconciler round done, %d jobs queued again", queued)
+            # Every few seconds: a round that took nothing back is worth a line only when debugging.
+            level = logging.INFO if queued else logging.DEBUG
+            logger.log(level, "scheduler: reconciler round done, %d jobs queued again", queued)
         except Exception as error:  # where, not what: a database error's text quotes the values it was given
             logger.error("scheduler: a reconciler round failed; the next one follows\n%s", scrubbed_traceback(error))
