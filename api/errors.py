@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from api.schemas import ErrorBody
+from api.schemas import ErrorBody, problem_text
 from models.errors import InvalidInput, NotFound
 from worker.tracebacks import scrubbed_traceback
 
@@ -63,10 +63,32 @@ async def malformed_request(request: Request, exc: Exception) -> JSONResponse:
     broken = next((p for p in problems if p.get("type") == "json_invalid"), None)
     if broken is not None:
         return error(status.HTTP_422_UNPROCESSABLE_CONTENT, not_json(exc.body, broken))
-    detail = "; ".join(f"{_where(p.get('loc', ()))}: {p.get('msg', 'invalid')}" for p in problems)
+    if any(tuple(p.get("loc", ())) == ("body",) and p.get("type") == "model_attributes_type" for p in problems):
+        return error(status.HTTP_422_UNPROCESSABLE_CONTENT, not_an_object(request, exc.body))
+    problems = [{**p, "msg": problem_text(p)} for p in problems]
+    detail = "; ".join(f"{_where(p.get('loc', ()))}: {p['msg']}" for p in problems)
     return error(
         status.HTTP_422_UNPROCESSABLE_CONTENT, detail or "invalid request", _finite(jsonable_encoder(problems))
     )
+
+
+def not_an_object(request: Request, body: object) -> str:
+    """A body that is not a JSON object where one is expected: most often a form (curl's ``-d`` without
+    ``-H 'Content-Type: application/json'``), which FastAPI does not read as JSON at all."""
+    sent = request.headers.get("content-type", "")
+    if not _is_json(sent):
+        came = f"it came as {sent.split(';')[0]}" if sent else "it came without a Content-Type"
+        return f"the body must be a JSON object, sent with Content-Type: application/json; {came}"
+    return f"the body must be a JSON object; it is a JSON {JSON_TYPES.get(type(body), 'value')}"
+
+
+JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+
+
+def _is_json(content_type: str) -> bool:
+    """The media types FastAPI parses as JSON: application/json and application/*+json."""
+    kind = content_type.split(";")[0].strip().lower()
+    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
 
 
 def _finite(value: Any) -> Any:

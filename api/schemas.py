@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Generic, TypeVar
 
@@ -59,6 +60,15 @@ class ErrorBody(BaseModel):
     )
 
 
+def problem_text(problem: Mapping[str, Any]) -> str:
+    """What a pydantic problem says, in our words: a validator's own sentence without pydantic's "Value error, "
+    (or "Assertion failed, ") before it."""
+    raised = (problem.get("ctx") or {}).get("error")
+    if problem.get("type") in ("value_error", "assertion_error") and raised is not None:
+        return str(raised)
+    return str(problem.get("msg", "invalid"))
+
+
 # Documents
 
 
@@ -90,7 +100,11 @@ class JobIn(JobOptions, Input):
     """A job to create: what to do, over which documents, and its options (models/options.py)."""
 
     instruction: str = Field(description="what the agent should do")
-    document_ids: list[Id] = Field(default_factory=list, description="the documents the job may read")
+    document_ids: list[Id] = Field(
+        default_factory=list,
+        description="the documents the job may read: at least one (POST /v1/jobs/check takes none, to check a job "
+        "before its documents are uploaded)",
+    )
 
 
 class ContinueIn(JobOptions, Input):

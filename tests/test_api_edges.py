@@ -78,10 +78,10 @@ def test_the_largest_id_is_in_range_and_simply_not_found(api: Api) -> None:
     [
         (
             '{"instruction": "Read\\u0000 it."}',
-            "instruction: Value error, contains a NUL character (U+0000) at offset 4",
+            "instruction: contains a NUL character (U+0000) at offset 4",
         ),
-        ('{"instruction": "Read \\ud800 it."}', "instruction: Value error, contains a lone surrogate at offset 5"),
-        ('{"instruction": "Read.", "model": "m\\u0000"}', "model: Value error, contains a NUL character"),
+        ('{"instruction": "Read \\ud800 it."}', "instruction: contains a lone surrogate at offset 5"),
+        ('{"instruction": "Read.", "model": "m\\u0000"}', "model: contains a NUL character"),
     ],
     ids=["nul", "lone-surrogate", "nul-in-model"],
 )
@@ -96,9 +96,9 @@ def test_documents_the_database_cannot_store_are_a_422(api: Api) -> None:
     caller = api.tenant()
     json_type = {"content-type": "application/json"}
     refusals = [
-        (b'{"name": "a.txt", "content": "x\\u0000y"}', json_type, "content: Value error, contains a NUL character"),
+        (b'{"name": "a.txt", "content": "x\\u0000y"}', json_type, "content: contains a NUL character"),
         (b'{"name": "a.txt", "content": "x\\ud800y"}', json_type, "expected JSON"),
-        (b'{"name": "a\\u0000.txt", "content": "x"}', json_type, "name: Value error, contains a NUL character"),
+        (b'{"name": "a\\u0000.txt", "content": "x"}', json_type, "name: contains a NUL character"),
     ]
     boundary = "edge"
     multipart = f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="a.txt"\r\n\r\nx\x00y'
@@ -260,3 +260,36 @@ def test_a_chunked_body_is_cut_off_at_the_limit(served: tuple[str, int, str], pa
     answer, sent = raw_request(host, port, head, iter([chunk] * (total // len(chunk))))
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
     assert sent < total
+
+
+def test_a_job_body_sent_as_a_form_is_told_to_be_json(api: Api) -> None:
+    caller = api.tenant()
+    body = '{"instruction": "Read.", "document_ids": [1]}'
+    # curl -d without -H 'Content-Type: application/json' sends a form, which FastAPI does not read as JSON.
+    for sent in ("application/x-www-form-urlencoded", "text/plain; charset=utf-8"):
+        came = f"it came as {sent.split(';')[0]}"
+        for path in ("/v1/jobs", "/v1/jobs/check", f"/v1/jobs/{MAX_ID}/continue"):
+            refused = caller.post(path, content=body, headers={"content-type": sent})
+            assert refused.status_code == 422, refused.text
+            detail = refused.json()["detail"]
+            assert detail == f"the body must be a JSON object, sent with Content-Type: application/json; {came}"
+
+
+def test_a_json_body_that_is_not_an_object_says_what_it_is(api: Api) -> None:
+    caller = api.tenant()
+    for body, kind in [("[1, 2]", "array"), ('"Read."', "string"), ("7", "number")]:
+        refused = caller.post("/v1/jobs", content=body, headers={"content-type": "application/json"})
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["detail"] == f"the body must be a JSON object; it is a JSON {kind}"
+
+
+def test_a_job_without_documents_is_refused_but_may_be_checked_before_the_upload(api: Api) -> None:
+    caller = api.tenant()
+    for body in ({"instruction": "Read."}, {"instruction": "Read.", "document_ids": []}):
+        refused = caller.post("/v1/jobs", json=body)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["detail"] == (
+            "document_ids: a job needs at least one document: upload them first (POST /v1/documents) and list their ids"
+        )
+        assert caller.post("/v1/jobs/check", json=body).status_code == 200  # what `plimsoll submit` does first
+    assert caller.get("/v1/jobs").json()["total"] == 0 and api.enqueued == []

@@ -167,7 +167,7 @@ def test_a_job_the_api_would_refuse_is_refused_by_the_check_with_the_same_words(
     api: Api, fields: dict[str, object], message: str
 ) -> None:
     caller = api.tenant()
-    body = {"instruction": "Read.", **fields}
+    body = {"instruction": "Read.", "document_ids": [caller.document("a.txt", "Alpha.")], **fields}
 
     checked = caller.post("/v1/jobs/check", json=body)
     submitted = caller.post("/v1/jobs", json=body)
@@ -260,7 +260,8 @@ def test_a_job_racing_a_delete_waits_and_finds_the_document_gone(api: Api) -> No
 
 def test_checking_a_job_uses_up_no_job_id(api: Api) -> None:
     caller = api.tenant()
-    first = caller.post("/v1/jobs", json={"instruction": "Read."}).json()["id"]
+    job = {"instruction": "Read.", "document_ids": [caller.document("a.txt", "Alpha.")]}
+    first = caller.post("/v1/jobs", json=job).json()["id"]
     for _ in range(3):
-        assert caller.post("/v1/jobs/check", json={"instruction": "Read."}).status_code == 200
-    assert caller.post("/v1/jobs", json={"instruction": "Read."}).json()["id"] == first + 1
+        assert caller.post("/v1/jobs/check", json=job).status_code == 200
+    assert caller.post("/v1/jobs", json=job).json()["id"] == first + 1

@@ -156,7 +156,7 @@ def test_a_deprecated_model_is_warned_about_and_a_retired_one_refused_naming_its
 
 def test_a_job_on_a_retired_model_is_refused_unless_allowed_and_stays_readable(api: Api) -> None:
     caller = api.tenant()
-    body = {"instruction": "Read.", "model": "claude-sonnet-4-5"}
+    body = {"instruction": "Read.", "model": "claude-sonnet-4-5", "document_ids": [caller.document("a.txt", "A.")]}
     for route in ("/v1/jobs/check", "/v1/jobs"):
         refused = caller.post(route, json=body)
         assert refused.status_code == 422, refused.text

@@ -14,7 +14,7 @@ from api.deps import SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES, not_json, unreadable_body
 from api.queries import document_of, documents_query, page_of
 from api.routes.pagination import WindowDep, page
-from api.schemas import DocumentIn, DocumentsCreated, DocumentView, ErrorBody, Id, Page
+from api.schemas import DocumentIn, DocumentsCreated, DocumentView, ErrorBody, Id, Page, problem_text
 from api.uploads import NamedText, parse_multipart, texts_of
 from models.documents import delete_document, store_document
 from models.errors import Conflict, InvalidInput
@@ -77,7 +77,7 @@ def _json_document(body: bytes) -> NamedText:
     except (UnicodeDecodeError, RecursionError) as error:
         raise InvalidInput(str(unreadable_body(error))) from None
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in error.errors())
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {problem_text(e)}" for e in error.errors())
         raise InvalidInput(f"expected JSON {{'name', 'content'}}: {problems}") from None
     return NamedText(document.name, document.content)
 

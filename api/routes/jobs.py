@@ -27,6 +27,7 @@ from api.schemas import (
 )
 from api.views import job_summary, job_view, model_warnings
 from models.endpoints import host_of
+from models.errors import InvalidInput
 from models.history import summaries_of
 from models.jobs import create_job, end_job, job_of
 from models.settings import get_settings
@@ -37,10 +38,16 @@ logger = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
 
+NO_DOCUMENTS = (
+    "document_ids: a job needs at least one document: upload them first (POST /v1/documents) and list their ids"
+)
+
 
 @router.post("", status_code=status.HTTP_201_CREATED)
 def submit_job(job_in: JobIn, tenant: TenantDep, session: SessionDep, enqueue: EnqueueDep) -> JobView:
     """Create a job over the tenant's documents and queue its first step."""
+    if not job_in.document_ids:  # a job over nothing would "succeed" with an empty report
+        raise InvalidInput(NO_DOCUMENTS)
     job = _job_of(session, tenant.id, job_in)
     queue_first_step(session, job, enqueue)
     return job_view(session, job)
