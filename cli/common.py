@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from api.constants import DEFAULT_API_URL, MAX_ID, MAX_LIMIT, PAGE_SIZE
-from models.statuses import REPRODUCTIONS, Strategy
+from models.statuses import REPRODUCTIONS, Compaction, Strategy
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -85,7 +85,11 @@ def api(url: str, key: str) -> Iterator[PlimsollClient]:
 
 def usage_error(error: ValidationError) -> NoReturn:
     """Options the API would refuse: said as the options they came from, exit code 2, nothing sent."""
-    problems = "; ".join(f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}" for e in error.errors())
+    from api.schemas import problem_text
+
+    problems = "; ".join(
+        f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {problem_text(e)}" for e in error.errors()
+    )
     plain(consoles()[1], f"Error: {problems}")
     raise typer.Exit(2)
 
@@ -98,11 +102,20 @@ def job_options(flags: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in flags.items() if name in JobOptions.model_fields and value is not None}
 
 
-ChosenStrategy = Annotated[  # any text: an unknown strategy is the API's to refuse, in its own words
-    str,
+# The choices are the API's own (models/statuses.py): an unknown one is a usage error (exit code 2), nothing sent.
+ChosenStrategy = Annotated[
+    Strategy,
     typer.Option(
         help=f"How the job fits its requests: {Strategy.PLIMSOLL}, or {' / '.join(REPRODUCTIONS)} to reproduce "
         "the old failures."
+    ),
+]
+ChosenCompaction = Annotated[
+    Compaction | None,
+    typer.Option(
+        help=f"{Compaction.AUTO}: summarize what would be dropped; {Compaction.OFF}: drop it; "
+        f"{Compaction.SUMMARIZE_ALL}: summarize all but the newest messages, the benchmarks' baseline "
+        f"(default: {Compaction.AUTO})."
     ),
 ]
 AllowRetiredModel = Annotated[

@@ -7,7 +7,7 @@ import contextlib
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -17,6 +17,7 @@ from cli.common import (
     AllowRetiredModel,
     ApiKey,
     ApiUrl,
+    ChosenCompaction,
     ChosenStrategy,
     Interval,
     JobId,
@@ -70,9 +71,7 @@ def submit(
     safety_net: Annotated[
         bool, typer.Option("--safety-net/--no-safety-net", help="Tell the agent that old tool results are cleared.")
     ] = True,
-    compaction: Annotated[
-        str | None, typer.Option(help="auto: summarize what would be dropped; off: drop it (default: auto).")
-    ] = None,
+    compaction: ChosenCompaction = None,
     max_steps: Annotated[int | None, typer.Option(help="Stop the job after this many steps.")] = None,
     max_input_tokens: Annotated[
         int | None, typer.Option(help="Stop the job before its requests add up to more input tokens.")
@@ -131,21 +130,32 @@ def over_the_limit(path: Path, max_chars: int) -> str | None:
 def follow(client: PlimsollClient, created: JobView, *, wait: bool, as_json: bool, interval: float) -> None:
     """After a job was created: print its id (or, with --json, the job), and with --wait follow it to its end
     and exit with its exit code."""
+    if as_json and not wait:
+        print_json(created)
+        return
+    if not as_json:
+        plain(consoles()[0], str(created.id))
+    if wait:
+        follow_to_the_end(client, created.id, as_json=as_json, interval=interval)
+
+
+def follow_to_the_end(client: PlimsollClient, job_id: int, *, as_json: bool, interval: float) -> NoReturn:
+    """Watch the job until it finishes (with --json, quietly, then print it) and exit with its exit code; a
+    Ctrl-C stops the watching, not the job: exit code 130, and a line saying so."""
     from cli.watch import watch_job
 
     out, err = consoles()
-    if not wait:
+    try:
         if as_json:
-            print_json(created)
+            finished = wait_quietly(client, job_id, interval=interval)
+            print_json(finished)
+            code = exit_code(finished)
         else:
-            plain(out, str(created.id))
-        return
-    if as_json:
-        finished = wait_quietly(client, created.id, interval=interval)
-        print_json(finished)
-        raise typer.Exit(exit_code(finished))
-    plain(out, str(created.id))
-    raise typer.Exit(watch_job(client, created.id, display=err, output=out, interval=interval))
+            code = watch_job(client, job_id, display=err, output=out, interval=interval)
+    except KeyboardInterrupt:
+        plain(err, f"Stopped watching; job {job_id} goes on.")
+        raise typer.Exit(130) from None
+    raise typer.Exit(code)
 
 
 def _create(client: PlimsollClient, job: JobIn, uploaded: DocumentsCreated) -> JobView:
@@ -181,21 +191,8 @@ def wait_quietly(client: PlimsollClient, job_id: int, *, interval: float) -> Job
 def watch(job: JobId, api_key: ApiKey = "", interval: Interval = 1.0, as_json: Json = False,
           api_url: ApiUrl = DEFAULT_API_URL) -> None:  # fmt: skip
     """Follow a job until it finishes, then print its answer or its notice (exit code 0 only if it succeeded)."""
-    from cli.watch import watch_job
-
-    out, err = consoles()
     with api(api_url, api_key) as client:
-        try:
-            if as_json:
-                finished = wait_quietly(client, job, interval=interval)
-                print_json(finished)
-                code = exit_code(finished)
-            else:
-                code = watch_job(client, job, display=err, output=out, interval=interval)
-        except KeyboardInterrupt:
-            plain(err, f"Stopped watching; job {job} goes on.")
-            raise typer.Exit(130) from None
-    raise typer.Exit(code)
+        follow_to_the_end(client, job, as_json=as_json, interval=interval)
 
 
 @app.command("jobs")
@@ -297,12 +294,10 @@ def messages(
     out, err = consoles()
     with api(api_url, api_key) as client:
         written = None if summary is None else _summary_of(client, job, summary)
-        if written is not None:  # the originals it covers: offset and limit count from its first message
-            offset, limit = (
-                written.first_seq + offset,
-                max(0, min(limit, written.last_seq - written.first_seq - offset + 1)),
-            )
-        page = client.messages(job, offset=offset, limit=limit)
+        first = offset if written is None else written.first_seq + offset  # --summary: offsets from its first
+        if written is not None:
+            limit = max(0, min(limit, written.last_seq - first + 1))
+        page = client.messages(job, offset=first, limit=limit)
     if written is not None and not as_json:
         out.print(
             f"summary of #{written.first_seq}–#{written.last_seq} · step {summary}", style="bold", highlight=False
@@ -319,7 +314,15 @@ def messages(
         out.print()
     if not page.items:
         plain(err, f"Job {job} has no messages{' there' if page.total else ''}.")
-    _more(err, shown=len(page.items), offset=offset, total=page.total)
+        return
+    # Messages are numbered by their place in the job (#0, the instruction, is --offset 0), here as in the API.
+    last = page.items[-1].seq
+    end = page.total - 1 if written is None else min(written.last_seq, page.total - 1)
+    if last < end:
+        whole = f"#{0 if written is None else written.first_seq}–#{end}"
+        again = "" if summary is None else f" --summary {summary}"
+        shown = f"#{first}" if first == last else f"#{first}–#{last}"
+        plain(err, f"{shown} of {whole}; the next page:{again} --offset {offset + len(page.items)}")
 
 
 def _summary_of(client: PlimsollClient, job: int, step: int) -> SummaryView:

@@ -6,7 +6,13 @@ import typer
 
 from cli import continuation, demo, documents, jobs, notices, samples, service, tenants
 
-app = typer.Typer(help="Plimsoll: long LLM agent work that never overflows the model's context.", no_args_is_help=True)
+# rich_markup_mode=None: Click's plain help, which wraps the descriptions and keeps every option's name whole in
+# 80 columns (rich's boxed tables cut them: `--max-input-to…`).
+app = typer.Typer(
+    help="Plimsoll: long LLM agent work that never overflows the model's context.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 for group in (jobs, continuation, notices, documents, samples, service, demo):
     app.add_typer(group.app)
 app.add_typer(tenants.app, name="tenant")

@@ -76,7 +76,9 @@ def job_panel(job: JobView, *, problem: str | None = None) -> Panel:
     rows.add_column(style="bold", no_wrap=True)
     rows.add_column()
     rows.add_row("Status", Text(job.status, style=STATUS_STYLES.get(job.status, "cyan")))
-    rows.add_row("Step", f"{job.progress.steps_done:,}")
+    # Steps done, not the step under way: the count `steps`, the API (progress.steps_done, last_request.step)
+    # and Flower's finished rows give; Flower's running row names the step after it.
+    rows.add_row("Steps done", f"{job.progress.steps_done:,}")
     rows.add_row("Last request", _last_request(job))
     if job.last_request is not None:
         cleared, dropped = job.last_request.cleared, job.last_request.dropped
@@ -140,5 +142,5 @@ def _last_request(job: JobView) -> RenderableType:
     )
     lines = Table.grid()
     lines.add_row(bar)
-    lines.add_row(f"{tokens:,} of {job.budget:,} budget tokens · stage {last.stage}")
+    lines.add_row(f"{tokens:,} of {job.budget:,} budget tokens · step {last.step:,} · stage {last.stage}")
     return lines

@@ -41,3 +41,12 @@ class Strategy(enum.StrEnum):
 CALIBRATED = (Strategy.PLIMSOLL, Strategy.UNBATCHED)
 """The strategies that learn the model's real count; the reproductions of the published failures run uncorrected."""
 REPRODUCTIONS = tuple(strategy for strategy in Strategy if strategy is not Strategy.PLIMSOLL)
+
+
+class Compaction(enum.StrEnum):
+    """The job option ``compaction``: the engine's policies (``plimsoll.compaction.POLICIES``, which create_job
+    checks) named where the command line can list them without loading the engine; a test keeps the two equal."""
+
+    AUTO = "auto"  # summarize what stages 2 and 3 would drop (the default)
+    OFF = "off"  # drop it
+    SUMMARIZE_ALL = "summarize_all"  # the benchmarks' baseline: summarize all but the newest messages

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -175,7 +176,8 @@ def test_watch_shows_progress_and_ends_with_the_final_answer(served_fresh: Serve
     panel = outcome.stderr
     assert f"Job {job_id} · plimsoll-emulator (limit 1,000,000 tokens)" in panel
     assert "succeeded" in panel
-    assert "950 of 400,000 budget tokens · stage clear" in panel
+    assert "950 of 400,000 budget tokens · step 1 · stage clear" in panel
+    assert re.search(r"Steps done +1 ", panel)  # as `steps` lists them: step 1 is done
     assert "2 tool results, 1 old messages left out" in panel
     assert "75% of input tokens" in panel
     assert "Documents read  0 of 1" in panel

@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shlex
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +20,7 @@ from typing import Any
 
 import pytest
 import typer
+import typer.main
 from sqlalchemy import select
 from typer.testing import CliRunner, Result
 
@@ -25,7 +31,10 @@ from models.db import Database
 from models.history import append_messages
 from models.jobs import create_job
 from models.settings import get_settings
+from models.statuses import Compaction, Strategy
 from models.tables import Document, Job, JobKind, JobStatus, Notice, Summary
+from plimsoll.compaction import POLICIES
+from tests.support import wait_until
 from tests.support_api import new_tenant, read, result, step_row
 from tests.support_cli import Served, finish_later, serving, set_job, tenant_of
 
@@ -180,8 +189,10 @@ def test_messages_pages_through_the_conversation_and_shortens_long_blocks(served
     assert first.stdout.splitlines()[:2] == ["#0 · step 0 · user", "Read a.txt."]
     assert "#1 · step 1 · assistant" in first.stdout
     assert '[tool_use t1] read_document({"name": "a.txt"})' in first.stdout
-    assert "1–2 of 5; the next page: --offset 2" in first.stderr
+    # Numbered as the messages are (#0, the instruction, is --offset 0), not from 1.
+    assert "#0–#1 of #0–#4; the next page: --offset 2" in first.stderr
     assert second.stdout.splitlines()[0] == "#2 · step 1 · user"
+    assert "#2–#3 of #0–#4; the next page: --offset 4" in second.stderr
     assert f"[tool_result t1] {'x' * SHOWN_CHARS}… (500 more characters; --json shows all)" in second.stdout
     [message] = json.loads(whole.stdout)["items"]
     assert message["content"][0]["content"] == long_text
@@ -197,6 +208,8 @@ def test_messages_shows_a_compactions_summary_then_the_originals_it_covers(serve
         session.add(Summary(job_id=job, step=2, first_seq=1, last_seq=2, content=summary, token_estimate=30))
 
     shown = run(served, key, "messages", str(job), "--summary", "2")
+    first = run(served, key, "messages", str(job), "--summary", "2", "--limit", "1")
+    next_page = run(served, key, "messages", str(job), "--summary", "2", "--limit", "1", "--offset", "1")
     steps = run(served, key, "steps", str(job))
     none = run(served, key, "messages", str(job), "--summary", "1")
 
@@ -206,6 +219,10 @@ def test_messages_shows_a_compactions_summary_then_the_originals_it_covers(serve
     assert "#1 · step 1 · assistant" in lines and "#2 · step 1 · user" in lines
     assert "#3 · step 1 · assistant" not in lines  # only the originals it covers
     assert "compaction of 1–2" in steps.stdout
+    assert "next page" not in shown.stderr  # all it covers is shown
+    assert "#1 · step 1 · assistant" in first.stdout and "#2 · step 1 · user" not in first.stdout
+    assert "#1 of #1–#2; the next page: --summary 2 --offset 1" in first.stderr  # the page after it, as it said
+    assert "#2 · step 1 · user" in next_page.stdout and "next page" not in next_page.stderr
     assert none.exit_code == 1 and "Step 1 of job" in none.stderr and "wrote no summary" in none.stderr
 
 
@@ -243,11 +260,11 @@ def test_submit_passes_every_job_option(served: Served, key: str, tmp_path: Path
 def test_submit_checks_the_job_before_uploading_anything(served: Served, key: str, tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("Alpha.", encoding="utf-8")
 
-    refused = run(served, key, "submit", tmp_path / "a.txt", "-i", "Read.", "--strategy", "magic")
+    refused = run(served, key, "submit", tmp_path / "a.txt", "-i", "Read.", "--max-input-tokens", "1000")
     bad_locale = run(served, key, "submit", tmp_path / "a.txt", "-i", "Read.", "--locale", "not a locale")
 
     assert refused.exit_code == 1
-    assert "unknown strategy 'magic'" in refused.stderr and "(HTTP 422)" in refused.stderr
+    assert "max_input_tokens must be at least the budget" in refused.stderr and "(HTTP 422)" in refused.stderr
     assert bad_locale.exit_code == 2
     assert "--locale: String should match pattern" in bad_locale.stderr
     assert documents_of(served.database, key) == []
@@ -532,3 +549,92 @@ def test_out_of_range_ids_and_pages_are_usage_errors_before_any_request(args: tu
     outcome = run_at("http://127.0.0.1:9", "pls_unused", *args)  # nothing listens there: no request is made
     assert outcome.exit_code == 2, outcome.output
     assert "Invalid value" in outcome.stderr or "No such option" in outcome.stderr
+
+
+# Usage errors, help and Ctrl-C: as the README says (exit code 2 for an unknown value; 130 and a line for Ctrl-C)
+
+
+@pytest.mark.parametrize(("option", "value"), [("--strategy", "magic"), ("--compaction", "magic")])
+def test_an_unknown_strategy_or_compaction_is_a_usage_error(
+    served: Served, key: str, tmp_path: Path, option: str, value: str
+) -> None:
+    (tmp_path / "a.txt").write_text("Alpha.", encoding="utf-8")
+    refused = run(served, key, "submit", tmp_path / "a.txt", "-i", "Read.", option, value)
+    assert refused.exit_code == 2, refused.output
+    assert f"Invalid value for '{option}'" in refused.stderr and f"'{value}' is not one of" in refused.stderr
+    assert documents_of(served.database, key) == []  # nothing sent
+
+
+def test_the_command_takes_every_strategy_and_compaction_of_the_api(served: Served, key: str, tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("Alpha.", encoding="utf-8")
+    assert set(Compaction) == set(POLICIES)  # the engine's, every one
+    helped = operator("submit", "--help")
+    for option, values in (("--strategy", list(Strategy)), ("--compaction", list(POLICIES))):
+        for value in values:
+            assert value in helped.stdout
+            taken = run(served, key, "submit", tmp_path / "a.txt", "-i", "Read.", option, value, "--json")
+            assert taken.exit_code == 0, taken.output
+            assert json.loads(taken.stdout)[option.removeprefix("--")] == value
+
+
+def test_every_commands_help_is_whole_at_80_columns() -> None:
+    for path, command in every_command(typer.main.get_command(cli)):
+        helped = subprocess.run(
+            [sys.executable, "-m", "cli", *path, "--help"], env={**os.environ, "COLUMNS": "80"},
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        shown = helped.stdout
+        assert max(map(len, shown.splitlines())) <= 80 and "…" not in shown, shown
+        names = [name for option in command.params for name in [*option.opts, *option.secondary_opts]]
+        envvars = [option.envvar for option in command.params if isinstance(option.envvar, str)]
+        assert all(name in shown for name in [*names, *envvars]), shown  # none cut short
+
+
+def every_command(group: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Each command of the command line (Typer's own Click, vendored) with the words that run it."""
+    subcommands = getattr(group, "commands", None)
+    if subcommands is None:
+        yield path, group
+        return
+    for name, command in subcommands.items():
+        yield from every_command(command, (*path, name))
+
+
+@pytest.mark.parametrize("command", ["submit", "watch"])
+def test_ctrl_c_while_waiting_stops_the_watching_with_130_and_says_the_job_goes_on(
+    served: Served, key: str, tmp_path: Path, command: str
+) -> None:
+    (tmp_path / "a.txt").write_text("Alpha.", encoding="utf-8")
+    args = ["submit", "a.txt", "-i", "Read.", "--wait"] if command == "submit" else ["watch", str(new_job(served, key))]
+    env = {**os.environ, "PLIMSOLL_API_URL": served.url, "PLIMSOLL_API_KEY": key}
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "cli", *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: queued_jobs(served, key) > 0 and waiting.poll() is None, 30, "the job, queued")
+        time.sleep(1.0)  # the watch is polling the job, which nothing runs
+    finally:
+        waiting.send_signal(signal.SIGINT)
+        out, err = waiting.communicate(timeout=30)
+    job = max(j.id for j in jobs_of(served.database, key))
+    assert waiting.returncode == 130, err
+    assert f"Stopped watching; job {job} goes on." in err
+    assert "Traceback" not in err and "Aborted" not in err
+    if command == "submit":
+        assert out.splitlines()[0] == str(job)  # its id was printed before the watching began
+
+
+def queued_jobs(served: Served, key: str) -> int:
+    return sum(1 for job in jobs_of(served.database, key) if job.status == JobStatus.QUEUED)
+
+
+def jobs_of(database: Database, key: str) -> list[Job]:
+    with database.session() as session:
+        return list(session.scalars(select(Job).where(Job.tenant_id == tenant_of(database, key))))
+
+
+def test_the_sample_chapters_written_in_the_checkout_stay_out_of_git() -> None:
+    # The README has people run `plimsoll samples chapters` in the checkout.
+    ignored = subprocess.run(["git", "check-ignore", "--quiet", "chapters/01-ru.txt"], cwd=ROOT, check=False)
+    assert ignored.returncode == 0

@@ -83,9 +83,11 @@ def test_the_api_and_the_cli_refuse_an_unknown_locale(database: Database) -> Non
     with TestClient(create_app(database=database, enqueue=lambda _job: None), headers={"X-API-Key": key}) as client:
         for route in ("/v1/jobs", "/v1/jobs/check"):
             refused = client.post(route, json={"instruction": "Read.", "locale": "xx"})
-            assert refused.status_code == 422 and "unknown locale 'xx'" in refused.json()["detail"], refused.text
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["detail"].startswith("locale: unknown locale 'xx': notices are written in en")
+            assert refused.json()["errors"][0]["msg"].startswith("unknown locale 'xx'")  # without "Value error, "
     outcome = CliRunner().invoke(cli, ["submit", __file__, "-i", "Read.", "--locale", "xx", "--api-key", key])
-    assert outcome.exit_code == 2 and "--locale: Value error, unknown locale 'xx'" in outcome.stderr
+    assert outcome.exit_code == 2 and "Error: --locale: unknown locale 'xx': notices are" in outcome.stderr
 
 
 def written(status: str) -> str:
