@@ -42,6 +42,9 @@ TOO_LONG_LIMIT = 2_000  # the emulator's window for the third job: less than its
 UP_REDIS_DBS = range(1, 16)
 TEXTS = {"a.txt": "Alpha is the first letter.", "b.txt": "Beta comes after alpha."}
 INSTRUCTION = "Check each chapter against the notes and report one fact of each."
+TENANT = "acme"  # the README's
+SUBAGENT_DOCUMENTS = 12  # more than the ten the emulator's agent reads itself
+ENDED = ("SUCCESS", "FAILURE", "NEEDS_NEW_CHAT")  # the states of a job's last step in Flower
 
 # Headless Chromium on Flower's task list: a laptop's window, and the page's own script given time to fetch its rows.
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -209,7 +212,10 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
             STARTUP_SECONDS,
             log,
         )
-        wait_until("beat's reconciler", lambda: "reconciler round done" in log.read_text(), STARTUP_SECONDS, log)
+        # A round that takes nothing back is not logged (DEBUG); the scheduler says when it takes the lock.
+        wait_until(
+            "beat's reconciler", lambda: "this process is the scheduler now" in log.read_text(), STARTUP_SECONDS, log
+        )
         started = descendants(up.pid)
         said = log.read_text()
         assert f"API       http://127.0.0.1:{api_port}" in said
@@ -246,11 +252,18 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
         files = [("files", (name, body.encode(), "text/plain")) for name, body in TEXTS.items()]
         documents = api.post("/v1/documents", files=files).json()["documents"]
         ids = [d["id"] for d in documents]
+        # More documents than the emulator's agent reads itself: it hands them to subagents, whose rows name it
+        # (done before the stopped job starts: its FAILURE row stays on the first page of Flower's list, newest first).
+        many = [("files", (f"c{n:02}.txt", f"Chapter {n}.".encode(), "text/plain")) for n in range(SUBAGENT_DOCUMENTS)]
+        many_ids = [d["id"] for d in api.post("/v1/documents", files=many).json()["documents"]]
+        delegating = api.post("/v1/jobs", json={"instruction": INSTRUCTION, "document_ids": many_ids}).json()["id"]
+        jobs = {job_id: finished(api, job_id, log) for job_id in (done, delegating)}
         stopped = api.post("/v1/jobs", json={"instruction": INSTRUCTION, "document_ids": ids, "max_steps": 1})
         failed = stopped.json()["id"]
-        jobs = {job_id: finished(api, job_id, log) for job_id in (done, failed)}
+        jobs[failed] = finished(api, failed, log)
         assert jobs[done]["status"] == "succeeded"
         assert jobs[failed]["status"] == "failed"
+        assert jobs[delegating]["status"] == "succeeded" and jobs[delegating]["children"], jobs[delegating]
         # The model's window shrinks below the request: the job ends at its plimsoll line, needing a new chat.
         emulator = f"http://127.0.0.1:{emulator_port}/v1/emulator/config"
         httpx.post(emulator, json={"limit": TOO_LONG_LIMIT}).raise_for_status()
@@ -284,8 +297,8 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
             return sorted(ours, key=lambda t: t["received"])
 
         shown = wait_until(
-            "both jobs' last steps in Flower",
-            lambda: all(tasks_of(j) and tasks_of(j)[-1]["state"] in ("SUCCESS", "FAILURE") for j in jobs) and jobs,
+            "every job's last step in Flower",
+            lambda: all(tasks_of(j) and tasks_of(j)[-1]["state"] in ENDED for j in jobs) and jobs,
             JOB_SECONDS,
             log,
         )
@@ -300,21 +313,30 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
                 assert task["state"] == "SUCCESS"
                 assert task["result"].startswith("{'status': ")  # Flower cuts the column: the status first
                 outcome = ast.literal_eval(task["result"])
-                assert outcome["job_id"] == job_id and {"step", "status", "stage"} <= outcome.keys()
-                assert task["args"] == f"job {job_id}, step {outcome['step']}"  # the step the API numbers so
+                assert outcome["job_id"] == job_id and {"step", "status"} <= outcome.keys()
+                assert task["args"].endswith(f" (tenant {TENANT})")
+                if outcome["action"] == "waiting":  # a main job's step waiting for its subagents: nothing sent
+                    continue
+                assert "stage" in outcome
+                # the step the API numbers so, and whose job it is
+                assert task["args"] == f"job {job_id}, step {outcome['step']} (tenant {TENANT})"
             if job["status"] == "succeeded":
                 outcome = ast.literal_eval(last["result"])
                 assert last["state"] == "SUCCESS"
                 assert (outcome["step"], outcome["status"], outcome["action"]) == (last_step, "succeeded", "finished")
                 assert outcome["estimated_tokens"] > 0 and outcome["reported_tokens"] > 0
-            elif job["status"] == "needs_new_chat":  # too long: a limit of the model, shown, not a failure
+            elif job["status"] == "needs_new_chat":  # too long: a limit of the model, neither success nor failure
                 outcome = ast.literal_eval(last["result"])
-                assert last["state"] == "SUCCESS"
+                assert last["state"] == "NEEDS_NEW_CHAT"
                 assert (outcome["step"], outcome["status"]) == (last_step, "needs_new_chat")
             else:
                 assert last["state"] == "FAILURE"
                 assert last["exception"].startswith("JobFailed(")
                 assert f"job {job_id} failed at step {last_step}: stopped after 1 step, the limit" in last["exception"]
+        for child in jobs[delegating]["children"]:
+            rows = wait_until(f"subagent {child['id']} in Flower", lambda c=child: tasks_of(c["id"]), JOB_SECONDS, log)
+            whose = f"(subagent of job {delegating}, tenant {TENANT})"
+            assert all(task["args"].endswith(whose) for task in rows), rows
         # Beat sent the reconciler every second all along: none of its runs is a row of the task list.
         assert flower.get("/api/tasks", params={"taskname": RECONCILE_TASK}).json() == {}
         page = flower.get("/tasks").text
@@ -329,7 +351,8 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
         print(f"Flower's task list in headless Chromium: {time.monotonic() - began:.1f} s, {len(rows)} rows")
         assert columns == flower_columns(), "Flower does not show the Procfile's columns"
         assert columns[:4] == ["args", "state", "result", "exception"], columns  # what a person reads first
-        assert rows and all(re.fullmatch(r"job \d+, step \d+", row["args"]) for row in rows), rows
+        shown_args = rf"job \d+, step \d+ \((subagent of job \d+, )?tenant {TENANT}\)"
+        assert rows and all(re.fullmatch(shown_args, row["args"]) for row in rows), rows
         assert all(row["name"] == STEP_TASK for row in rows), rows  # no reconciler
         assert all(row["result"].startswith("{'status': ") for row in rows if row["state"] == "SUCCESS"), rows
         [stopped_row] = [row for row in rows if row["state"] == "FAILURE"]

@@ -9,10 +9,14 @@ from typing import Any
 
 import redis
 from celery import Task
+from celery.exceptions import Ignore
 from celery.signals import worker_init, worker_process_init
+from celery.utils.saferepr import saferepr
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from models.settings import get_settings
-from models.tables import Job, JobStatus
+from models.tables import Job, JobStatus, Tenant
 from worker.celery_app import app, recovery_queue
 from worker.errors import JobFailed
 from worker.fairness import step_priority
@@ -37,38 +41,47 @@ logger = logging.getLogger(__name__)
 def enqueue_with_celery(job_id: int, step: int | None = None, delay: float | None = None) -> None:
     # plimsoll_queued_at: the metrics tell how long the oldest step in the queue has waited (metrics_server.py).
     sent = {"plimsoll_queued_at": time.time() + (delay or 0.0)}
+    priority, whose = _routing(job_id, priorities=get_settings().broker_url.startswith(("redis://", "rediss://")))
     run_step_task.apply_async(
-        (job_id, step),
-        countdown=delay,
-        argsrepr=shown_args(job_id, step),
-        headers=sent,
-        priority=_priority(job_id),
+        (job_id, step), countdown=delay, argsrepr=shown_args(job_id, step, whose), headers=sent, priority=priority
     )
 
 
-def _priority(job_id: int) -> int | None:
-    """The step's broker priority by its tenant's load (worker/fairness.py); None (the default) without Redis
-    priorities or when the database cannot say."""
-    if not get_settings().broker_url.startswith(("redis://", "rediss://")):
-        return None
+def _routing(job_id: int, *, priorities: bool) -> tuple[int | None, str]:
+    """The step's broker priority by its tenant's load (worker/fairness.py; None, the default, without Redis
+    priorities), and whose job it is (for Flower); (None, "") when the database cannot say."""
     try:
         with _services().database.session() as session:
-            return step_priority(session, job_id)
+            return (step_priority(session, job_id) if priorities else None), _whose(session, job_id)
     except Exception as error:
         logger.warning("job %s: its step goes with the default priority (%s)", job_id, type(error).__name__)
-        return None
+        return None, ""
+
+
+def _whose(session: Session, job_id: int) -> str:
+    """``tenant acme``, or for a subagent ``subagent of job 12, tenant acme``: a tenant's name is the operator's
+    word (``plimsoll tenant create NAME``), not a person's text."""
+    found = session.execute(
+        select(Job.parent_id, Tenant.name).join(Tenant, Tenant.id == Job.tenant_id).where(Job.id == job_id)
+    ).one_or_none()
+    if found is None:
+        return ""
+    parent, tenant = found
+    return f"subagent of job {parent}, tenant {tenant}" if parent else f"tenant {tenant}"
 
 
 def recover_with_celery(job_id: int, step: int) -> None:
     """Queue a step the reconciler took back from a delivery that is gone on the step queue's recovery queue."""
     queue = recovery_queue(app.conf.task_default_queue)
-    run_step_task.apply_async((job_id, step), queue=queue, argsrepr=shown_args(job_id, step))
+    whose = _routing(job_id, priorities=False)[1]
+    run_step_task.apply_async((job_id, step), queue=queue, argsrepr=shown_args(job_id, step, whose))
 
 
-def shown_args(job_id: int, step: int | None) -> str:
+def shown_args(job_id: int, step: int | None, whose: str = "") -> str:
     """Flower's arguments column: the job and the step that runs, numbered as the API numbers steps (the task's
-    ``step`` is how many the job had done: a job at step 0 runs its step 1)."""
-    return f"job {job_id}, step {step + 1}" if step is not None else f"job {job_id}, its next step"
+    ``step`` is how many the job had done: a job at step 0 runs its step 1), then whose job it is."""
+    shown = f"job {job_id}, step {step + 1}" if step is not None else f"job {job_id}, its next step"
+    return f"{shown} ({whose})" if whose else shown
 
 
 @cache
@@ -94,6 +107,11 @@ def _start_sentry(**_: Any) -> None:
     init_sentry(settings.sentry_dsn, environment=settings.sentry_environment)
 
 
+OWN_STATES = (JobStatus.NEEDS_NEW_CHAT, JobStatus.INCOMPLETE)
+"""The ends of a job its last step shows in Flower as a state of their own: the plimsoll line at work, or
+subagents that did not finish, are not failures of the service, nor plain successes."""
+
+
 # max_retries=None: Celery itself never gives up on a step (its default of 3 would end the task and leave the job
 # running). The limits are Plimsoll's: per step in the database for provider faults, and per delivery below for
 # database outages. throws: JobFailed is an expected end, logged by Celery without a traceback, skipped by Sentry.
@@ -102,8 +120,10 @@ def run_step_task(
     self: Task, job_id: int, step: int | None = None, outage_since: float | None = None
 ) -> dict[str, Any]:
     """Step ``step`` of job ``job_id``. Its result (job, step, status, stage, tokens) is what Flower shows; a
-    step that failed its job raises JobFailed once it has committed, so that Flower lists it as a FAILURE.
+    step that failed its job raises JobFailed once it has committed, so that Flower lists it as a FAILURE, and one
+    that left its job needing a new chat (or incomplete) is listed in a state named so.
     ``outage_since``: when this delivery first met the database outage it is retrying through (wall clock)."""
+    began = time.monotonic()
     try:
         outcome = run_step(job_id, _services(), step=step)
     except DatabaseUnavailable as outage:
@@ -126,6 +146,12 @@ def run_step_task(
     STEPS.labels(outcome.action).inc()
     if outcome.action == "finished" and outcome.status == JobStatus.FAILED:
         raise JobFailed(outcome.job_id, outcome.step, outcome.stage, _why_failed(outcome.job_id))
+    if outcome.action == "finished" and outcome.status in OWN_STATES:
+        # Neither a SUCCESS nor a FAILURE: Flower shows a task-* event it does not know as a state of its own
+        # (NEEDS_NEW_CHAT, INCOMPLETE), with the result it carries; Ignore keeps Celery from sending task-succeeded,
+        # which would override it.
+        self.send_event(f"task-{outcome.status}", result=saferepr(outcome.summary()), runtime=time.monotonic() - began)
+        raise Ignore()
     return outcome.summary()
 
 
