@@ -107,9 +107,9 @@ def test_migrate_brings_an_empty_database_to_the_newest_schema(empty_database: s
 def test_worker_with_beat_runs_the_reconciler(empty_database: str, tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "cli", "migrate"], cwd=tmp_path, env=environment(empty_database),
                    check=True, capture_output=True, timeout=120)  # fmt: skip
-    worker = plimsoll(
-        "worker", "--concurrency", "1", "--beat", "--hostname", "journey@%h", env=environment(empty_database),
-        cwd=tmp_path,
+    worker = plimsoll(  # at DEBUG: a round that takes nothing back (no job here) says so only there
+        "worker", "--concurrency", "1", "--beat", "--hostname", "journey@%h", "--loglevel", "debug",
+        env=environment(empty_database), cwd=tmp_path,
     )  # fmt: skip
 
     log = wait_for_lines(worker, "ready.", "reconciler round done")  # beat runs it in place (worker/scheduler.py)
@@ -133,7 +133,7 @@ def test_without_a_database_setting_the_service_commands_refuse_to_start(
 
 
 def test_beat_alone_runs_the_reconciler_on_schedule(empty_database: str, tmp_path: Path) -> None:
-    beat = plimsoll("beat", env=environment(empty_database), cwd=tmp_path)
+    beat = plimsoll("beat", "--loglevel", "debug", env=environment(empty_database), cwd=tmp_path)  # as above
 
     log = wait_for_lines(beat, "reconciler round done")
 
