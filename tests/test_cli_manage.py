@@ -5,6 +5,7 @@ submit's job options, checks and clean-up, --json everywhere, and the exit codes
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import re
@@ -612,8 +613,9 @@ def test_ctrl_c_while_waiting_stops_the_watching_with_130_and_says_the_job_goes_
         text=True,
     )  # fmt: skip
     try:
-        wait_until(lambda: queued_jobs(served, key) > 0 and waiting.poll() is None, 30, "the job, queued")
-        time.sleep(1.0)  # the watch is polling the job, which nothing runs
+        # Watching: the job is queued (nothing runs it) and the command holds a connection to the API, polling it.
+        wait_until(lambda: queued_jobs(served, key) > 0 and connected(waiting), 60, "the command, watching")
+        time.sleep(0.5)
     finally:
         waiting.send_signal(signal.SIGINT)
         out, err = waiting.communicate(timeout=30)
@@ -623,6 +625,16 @@ def test_ctrl_c_while_waiting_stops_the_watching_with_130_and_says_the_job_goes_
     assert "Traceback" not in err and "Aborted" not in err
     if command == "submit":
         assert out.splitlines()[0] == str(job)  # its id was printed before the watching began
+
+
+def connected(process: subprocess.Popen[str]) -> bool:
+    """Whether the process holds a socket open (Linux): the command's client, once it has asked the API."""
+    assert process.poll() is None, process.communicate()
+    for each in Path(f"/proc/{process.pid}/fd").iterdir():
+        with contextlib.suppress(OSError):  # closed meanwhile
+            if os.readlink(each).startswith("socket:"):
+                return True
+    return False
 
 
 def queued_jobs(served: Served, key: str) -> int:
