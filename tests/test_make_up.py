@@ -314,12 +314,12 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
                 assert task["result"].startswith("{'status': ")  # Flower cuts the column: the status first
                 outcome = ast.literal_eval(task["result"])
                 assert outcome["job_id"] == job_id and {"step", "status"} <= outcome.keys()
-                assert task["args"].endswith(f" (tenant {TENANT})")
+                assert task["args"].endswith(f" (tenant {TENANT}, on the emulator)")
                 if outcome["action"] == "waiting":  # a main job's step waiting for its subagents: nothing sent
                     continue
                 assert "stage" in outcome
                 # the step the API numbers so, and whose job it is
-                assert task["args"] == f"job {job_id}, step {outcome['step']} (tenant {TENANT})"
+                assert task["args"] == f"job {job_id}, step {outcome['step']} (tenant {TENANT}, on the emulator)"
             if job["status"] == "succeeded":
                 outcome = ast.literal_eval(last["result"])
                 assert last["state"] == "SUCCESS"
@@ -335,7 +335,7 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
                 assert f"job {job_id} failed at step {last_step}: stopped after 1 step, the limit" in last["exception"]
         for child in jobs[delegating]["children"]:
             rows = wait_until(f"subagent {child['id']} in Flower", lambda c=child: tasks_of(c["id"]), JOB_SECONDS, log)
-            whose = f"(subagent of job {delegating}, tenant {TENANT})"
+            whose = f"(subagent of job {delegating}, tenant {TENANT}, on the emulator)"
             assert all(task["args"].endswith(whose) for task in rows), rows
         # Beat sent the reconciler every second all along: none of its runs is a row of the task list.
         assert flower.get("/api/tasks", params={"taskname": RECONCILE_TASK}).json() == {}
@@ -351,7 +351,7 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
         print(f"Flower's task list in headless Chromium: {time.monotonic() - began:.1f} s, {len(rows)} rows")
         assert columns == flower_columns(), "Flower does not show the Procfile's columns"
         assert columns[:4] == ["args", "state", "result", "exception"], columns  # what a person reads first
-        shown_args = rf"job \d+, step \d+ \((subagent of job \d+, )?tenant {TENANT}\)"
+        shown_args = rf"job \d+, step \d+ \((subagent of job \d+, )?tenant {TENANT}, on the emulator\)"
         assert rows and all(re.fullmatch(shown_args, row["args"]) for row in rows), rows
         assert all(row["name"] == STEP_TASK for row in rows), rows  # no reconciler
         assert all(row["result"].startswith("{'status': ") for row in rows if row["state"] == "SUCCESS"), rows

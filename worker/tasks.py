@@ -59,15 +59,19 @@ def _routing(job_id: int, *, priorities: bool) -> tuple[int | None, str]:
 
 
 def _whose(session: Session, job_id: int) -> str:
-    """``tenant acme``, or for a subagent ``subagent of job 12, tenant acme``: a tenant's name is the operator's
-    word (``plimsoll tenant create NAME``), not a person's text."""
+    """``tenant acme``, or for a subagent ``subagent of job 12, tenant acme``, then ``, on the emulator`` where the
+    bundled emulator answers the job (models/endpoints.py): a tenant's name is the operator's word (``plimsoll
+    tenant create NAME``), not a person's text."""
     found = session.execute(
-        select(Job.parent_id, Tenant.name).join(Tenant, Tenant.id == Job.tenant_id).where(Job.id == job_id)
+        select(Job.parent_id, Tenant.name, Job.emulator)
+        .join(Tenant, Tenant.id == Job.tenant_id)
+        .where(Job.id == job_id)
     ).one_or_none()
     if found is None:
         return ""
-    parent, tenant = found
-    return f"subagent of job {parent}, tenant {tenant}" if parent else f"tenant {tenant}"
+    parent, tenant, emulator = found
+    whose = f"subagent of job {parent}, tenant {tenant}" if parent else f"tenant {tenant}"
+    return whose + (", on the emulator" if emulator else "")
 
 
 def recover_with_celery(job_id: int, step: int) -> None:
