@@ -74,7 +74,7 @@ test: install-dev services compose chromium  ## the whole test suite against rea
 lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy plimsoll models worker api cli emulator demo bench vocab
+	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(MAKE) docs
 

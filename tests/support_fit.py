@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from bench.fit_ascii import PATTERN_OF_PROFILE, Item, features, scripts_only
 from bench.trajectories import trajectory_conversations, trajectory_results
 from plimsoll import estimate_tokens
@@ -21,6 +23,6 @@ def few_items() -> list[Item]:
     def item(group: str, parts: list[str]) -> Item:
         pinned = {p: sum(estimated_units(t, scripts_only(PROFILES[p])) for t in parts) / UNIT for p in PROFILES_FITTED}
         real = {p: math.ceil(sum(estimate_tokens(t, p) for t in parts) / 1.2) for p in PROFILES_FITTED}
-        return Item(group, "test", sum(features(t) for t in parts), pinned, real)
+        return Item(group, "test", np.sum([features(t) for t in parts], axis=0), pinned, real)
 
     return [item(group, parts) for group, parts in texts]

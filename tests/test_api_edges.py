@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from api.app import create_app
+from api.constants import MAX_ID
 from api.deps import current_tenant
-from api.schemas import MAX_ID
 from api.uploads import FRAMING_BYTES, MAX_BYTES_PER_CHAR, body_limit
 from bench.stack import api_server
 from models.db import Database

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import positive_data_acceptance
 
 from api.app import create_app
-from api.schemas import MAX_ID
+from api.constants import MAX_ID
 from models.db import Database
 from models.documents import add_document
 from models.history import append_messages

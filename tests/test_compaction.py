@@ -261,7 +261,7 @@ def test_a_due_compaction_replays_the_previous_request_and_reads_it_from_the_cac
     assert request[-1]["content"][:-1] == messages[previous.sent - 1]["content"]  # the instruction appended
     # It covers enough that the request after it, its summary as long as allowed, leaves room for more steps.
     after = view_messages(messages, Summary(compaction.end, 0), text_within(compaction.allowance, 1))
-    assert total(after) <= ROOM_SHARE * budget
+    assert total([dict(message) for message in after]) <= ROOM_SHARE * budget
 
 
 def test_no_compaction_when_it_cannot_make_room() -> None:

@@ -143,8 +143,8 @@ def test_a_summary_request_rejected_as_too_long_never_fails_the_job(
         if run_step(job_id, steps).action == "finished":
             break
     with database.session() as session:
-        job = session.get(Job, job_id)
-        assert job is not None and job.status == JobStatus.SUCCEEDED, job.error
+        job = session.get_one(Job, job_id)
+        assert job.status == JobStatus.SUCCEEDED, job.error
         records = steps_of(session, job_id)
         refused = [r for r in records if r.stop_reason == "TooLong"]
         written = session.query(Summary).filter(Summary.job_id == job_id).count()

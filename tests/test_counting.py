@@ -167,7 +167,10 @@ def test_stored_messages_carry_the_exact_count_once(
     if with_folder:
         monkeypatch.setenv("PLIMSOLL_EXACT_COUNT_DIR", str(tokenizer_folder))
     get_settings.cache_clear()
-    call = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "bash", "input": {"c": "ls"}}]}
+    call: dict[str, object] = {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "t1", "name": "bash", "input": {"c": "ls"}}],
+    }
     messages = [call, result_message(TOOL_OUTPUT)]
     opening, stored_call, stored_result = stored(database, "gpt-4o", messages)
     count = reference_counters()["o200k"]

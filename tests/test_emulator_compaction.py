@@ -34,7 +34,7 @@ def turn(messages: list[dict[str, Any]]) -> Any:
 
 
 def test_a_summary_request_is_answered_with_the_notes_calls_and_the_persons_words_of_the_range() -> None:
-    first = {"role": "user", "content": blocks("Read `a.txt`, then write a summary of each document.")}
+    first: dict[str, Any] = {"role": "user", "content": blocks("Read `a.txt`, then write a summary of each document.")}
     earlier = summary_text('NOTE z.txt: 3 chars, sha256 000000000000, starts "zzz"\nPERSON: Also `z.txt`.', 5)
     first["content"].append({"type": "text", "text": earlier})
     messages = [

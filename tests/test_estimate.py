@@ -195,7 +195,8 @@ def test_every_corpus_file_is_estimated_within_1_00_and_1_15_of_its_real_count(p
 
 
 def test_the_fitted_weights_are_data_the_fitter_writes_and_the_package_reads(tmp_path: Path) -> None:
-    from bench.fit_profiles import arguments, write
+    from bench.fit_profiles import arguments
+    from bench.fit_shared import write
 
     shipped = json.loads(resources.files("plimsoll").joinpath(FITTED_FILE).read_text(encoding="utf-8"))
     assert sorted(shipped["profiles"]) == sorted(FITTED)

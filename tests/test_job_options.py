@@ -4,6 +4,7 @@ continued job inherits them (but the strategy), and a job ends one way whoever e
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import typer
@@ -14,7 +15,7 @@ from models.options import JobOptions
 from models.tables import Job, JobStatus
 from tests.support_api import Api, serve_api
 
-CHOSEN = {  # each unlike its default
+CHOSEN: dict[str, Any] = {  # each unlike its default
     "budget": 20_000,
     "locale": "cs",
     "strategy": "legacy",

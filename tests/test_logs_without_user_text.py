@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from fastapi.testclient import TestClient
@@ -38,6 +39,6 @@ def test_a_failed_reconciler_round_is_logged_by_kind_and_place_only(
     beat = SimpleNamespace(scheduler_lock=SimpleNamespace(held=lambda: True))
     entry = SimpleNamespace(task=RECONCILE_TASK)
     with caplog.at_level(logging.ERROR):
-        scheduler.ReconcilingScheduler.apply_entry(beat, entry)
+        scheduler.ReconcilingScheduler.apply_entry(cast(Any, beat), entry)
     assert "a reconciler round failed" in caplog.text and "builtins.ValueError" in caplog.text
     assert SECRET not in caplog.text

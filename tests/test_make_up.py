@@ -19,6 +19,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -334,7 +335,7 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
                 assert last["exception"].startswith("JobFailed(")
                 assert f"job {job_id} failed at step {last_step}: stopped after 1 step, the limit" in last["exception"]
         for child in jobs[delegating]["children"]:
-            rows = wait_until(f"subagent {child['id']} in Flower", lambda c=child: tasks_of(c["id"]), JOB_SECONDS, log)
+            rows = wait_until(f"subagent {child['id']} in Flower", partial(tasks_of, child["id"]), JOB_SECONDS, log)
             whose = f"(subagent of job {delegating}, tenant {TENANT}, on the emulator)"
             assert all(task["args"].endswith(whose) for task in rows), rows
         # Beat sent the reconciler every second all along: none of its runs is a row of the task list.

@@ -11,7 +11,7 @@ from datetime import date, datetime
 from typing import Any, get_args
 
 import pytest
-from anthropic.resources.messages.messages import DEPRECATED_MODELS
+from anthropic.resources.messages.messages import DEPRECATED_MODELS  # type: ignore[attr-defined]  # not exported
 from anthropic.types import Model
 from openai.types import ChatModel
 from sqlalchemy import select

@@ -119,7 +119,7 @@ def test_a_budget_too_small_for_the_first_round_says_so_instead_of_too_long(
         notices = list(session.scalars(select(Notice.text).where(Notice.job_id == job_id)))
     assert job.status == JobStatus.FAILED, job.error
     named = re.search(r"\(([\d,]+) would hold them\)$", job.error or "")
-    assert named and job.error.startswith(
+    assert named and (job.error or "").startswith(
         "the budget of 1,000 tokens is too small for the job's first message with its notes and one round of tool "
         "results"
     )

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from models.statuses import JobStatus
 from plimsoll.notices import TOO_LONG_NOTICE, TOO_LONG_NOTICES
 from worker.errors import AuthFailure, InvalidRequest, ProviderError, TooLong, Transient
 from worker.routing import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS, Action, backoff_delay, route
@@ -15,8 +16,10 @@ BUSY = Transient("Overloaded", status=529, provider="anthropic")
 INVALID = InvalidRequest("bad", status=400, provider="openai")
 AUTH = AuthFailure("invalid x-api-key", status=401, provider="anthropic")
 
-FAIL_AND_REPORT = Action(retry=False, delay=None, job_status="failed", notice=None, report_to_sentry=True)
-NEW_CHAT = Action(retry=False, delay=None, job_status="needs_new_chat", notice=TOO_LONG_NOTICE, report_to_sentry=False)
+FAIL_AND_REPORT = Action(retry=False, delay=None, job_status=JobStatus.FAILED, notice=None, report_to_sentry=True)
+NEW_CHAT = Action(
+    retry=False, delay=None, job_status=JobStatus.NEEDS_NEW_CHAT, notice=TOO_LONG_NOTICE, report_to_sentry=False
+)
 
 
 @pytest.mark.parametrize(

@@ -30,12 +30,12 @@ def test_a_step_delivered_twice_at_once_is_stored_once(database: Database, emula
 
     twice = new_job(database, texts)
     held = Held(provider)
-    first, outcomes = in_thread(lambda: run_step(twice, services(database, held, [])))
+    delivery, outcomes = in_thread(lambda: run_step(twice, services(database, held, [])))
     assert held.sending.wait(30)
     # The same step delivered again while the first delivery waits for the model: it does not call the model.
     assert run_step(twice, services(database, held, []), step=0).action == "skipped"
     held.gate.set()
-    first.join()
+    delivery.join()
     assert [o.action for o in outcomes] == ["continued"] and held.calls == 1
     run_to_end(twice, services(database, provider, []))
 
@@ -128,7 +128,9 @@ def test_a_step_nobody_claims_is_queued_again_at_doubling_deadlines_until_a_deli
             session.get_one(Job, job_id).lease_until = now() - timedelta(seconds=1)
         assert job_id in reconcile(database, lease_seconds=30, enqueue=lambda job_id, step: None)
         with database.session() as session:
-            gaps.append(round((as_utc(session.get_one(Job, job_id).lease_until) - now()).total_seconds() / 30))
+            until = session.get_one(Job, job_id).lease_until
+            assert until is not None
+            gaps.append(round((as_utc(until) - now()).total_seconds() / 30))
     assert gaps == [2**n for n in range(MAX_BACKOFF)] + [2**MAX_BACKOFF] * 2
     provider = AnthropicProvider(api_key=TEST_API_KEY, base_url=emulator_reset.base_url)
     with database.session() as session:  # its message arrives at last: it is claimed, and the count starts over
