@@ -4,12 +4,12 @@
    [1.00, 1.15]), beside characters / 4 and the simple by-script rule.
 2. Texts in scripts the corpus lacks (``bench/samples.py``): the estimate must not fall below the real count. And
    the messages of this machine's programs in every language they are translated to (``/usr/share/locale``, as
-   ``bench.fit_scripts`` reads them): the same goal, by script (the Latin script's languages, the others').
-3. Agent tool output (``bench/tool_output.py``): estimate ÷ real count per kind of result (min / median / max over
-   the results of at least 500 real tokens; the goal: never below 0.90) and per agent conversation (the goals:
+   ``estimate_fit.fit_scripts`` reads them): the same goal, by script (the Latin script's languages, the others').
+3. Agent tool output (``estimate_fit/tool_output.py``): estimate ÷ real count per kind of result (min / median / max
+   over the results of at least 500 real tokens; the goal: never below 0.90) and per agent conversation (the goals:
    never below 1.00, median at most 1.15); then the same on a held-out set (other packages, other draws) that the
-   weights were never fitted to; then the same on real agent runs from public repositories (``bench.trajectories``),
-   the part fitted to and the part held out.
+   weights were never fitted to; then the same on real agent runs from public repositories
+   (``estimate_fit.trajectories``), the part fitted to and the part held out.
 4. Throughput of each profile against tiktoken's ``encode`` (o200k) on the same mixed text, as a ratio measured
    in this run (the goal: at least 20x for the default profile), and on the tool output.
 
@@ -27,21 +27,21 @@ from functools import cache, partial
 from importlib import resources
 from pathlib import Path
 
-from bench.fit_ascii import latin_script
-from bench.fit_scripts import LOCALES, catalog_texts
 from bench.provenance import header
-from bench.reference import (
+from bench.report import table
+from bench.samples import unseen_samples
+from demo.chapters import chapters
+from estimate_fit.fit_ascii import latin_script
+from estimate_fit.fit_scripts import LOCALES, catalog_texts
+from estimate_fit.reference import (
     REFERENCE_OF_PROFILE,
     corpus_files,
     reference_counters,
     shared_tokenizers,
     skipped_references,
 )
-from bench.report import table
-from bench.samples import unseen_samples
-from bench.tool_output import Conversation, Sample, conversations, tool_outputs, written_files
-from bench.trajectories import trajectory_conversations, trajectory_results
-from demo.chapters import chapters
+from estimate_fit.tool_output import Conversation, Sample, conversations, tool_outputs, written_files
+from estimate_fit.trajectories import trajectory_conversations, trajectory_results
 from models.counting import TIKTOKEN_FILES, load_counter, tokenizer_file
 from plimsoll import PROFILES, Profile, estimate_tokens, outline
 from plimsoll.estimate import C_PASS, count_tokens, exact
@@ -117,17 +117,17 @@ Ratios = dict[str, dict[str, list[float]]]  # kind -> counting's label -> estima
 
 
 def tool_output_ratios(countings: Sequence[Counting], held_out: bool = False) -> tuple[Ratios, dict[str, list[float]]]:
-    """:func:`ratios` on the made tool-output set (``bench.tool_output``)."""
+    """:func:`ratios` on the made tool-output set (``estimate_fit.tool_output``)."""
     return ratios(countings, tool_outputs(held_out), conversations(held_out=held_out))
 
 
 def trajectory_ratios(countings: Sequence[Counting], held_out: bool = False) -> tuple[Ratios, dict[str, list[float]]]:
-    """:func:`ratios` on the real agent runs (``bench.trajectories``)."""
+    """:func:`ratios` on the real agent runs (``estimate_fit.trajectories``)."""
     return ratios(countings, trajectory_results(held_out), trajectory_conversations(held_out))
 
 
 def written_ratios(countings: Sequence[Counting], held_out: bool = False) -> Ratios:
-    """:func:`ratios` on the files written through tool calls (``bench.tool_output.written_files``), by kind."""
+    """:func:`ratios` on the files written through tool calls (``estimate_fit.tool_output.written_files``), by kind."""
     return ratios(countings, written_files(held_out), [])[0]
 
 
@@ -248,7 +248,7 @@ CatalogRatios = dict[str, dict[str, float]]  # profile -> language -> estimate �
 
 def catalog_ratios(texts: dict[str, str]) -> CatalogRatios:
     """Each fitted profile's estimate ÷ the real count of every language's messages (``texts``: this machine's
-    catalogs, ``bench.fit_scripts.catalog_texts``)."""
+    catalogs, ``estimate_fit.fit_scripts.catalog_texts``)."""
     counters = reference_counters()
     return {
         profile: {
@@ -432,7 +432,8 @@ def main() -> None:
     fitted, exacts = estimates(), exact_countings()
     by_kind, whole = tool_output_ratios(fitted)
     print(
-        f"\n## Estimate ÷ real count, agent tool output (bench/tool_output.py; results of ≥ {RESULT_TOKENS} tokens)\n"
+        "\n## Estimate ÷ real count, agent tool output "
+        f"(estimate_fit/tool_output.py; results of ≥ {RESULT_TOKENS} tokens)\n"
     )
     print(table_or_skip(fitted, by_kind, whole))
     held_kinds, held_whole = tool_output_ratios(fitted, held_out=True)
@@ -440,7 +441,7 @@ def main() -> None:
     print(table_or_skip(fitted, held_kinds, held_whole))
     real_kinds, real_whole = trajectory_ratios(fitted)
     print(
-        "\n## Real agent runs (bench/data/trajectories, from public repositories: SOURCES.md there), the part "
+        "\n## Real agent runs (estimate_fit/data/trajectories, from public repositories: SOURCES.md there), the part "
         f"fitted to (results of ≥ {RESULT_TOKENS} tokens)\n"
     )
     print(table_or_skip(fitted, real_kinds, real_whole))
@@ -452,8 +453,8 @@ def main() -> None:
         print(run_table(fitted, held_real_whole))
     print(
         "\n## Files written through tool calls (assistant messages: a Write call or function-call arguments, the "
-        "content JSON-escaped; bench/tool_output.py), the draw fitted to (claude's and o200k's weights; cl100k's "
-        "were fitted before it was added)\n"
+        "content JSON-escaped; estimate_fit/tool_output.py), the draw fitted to (claude's and o200k's weights; "
+        "cl100k's were fitted before it was added)\n"
     )
     written = {held_out: written_ratios(fitted, held_out) for held_out in (False, True)}
     print(table_or_skip(fitted, written[False], {}))

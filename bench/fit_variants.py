@@ -3,7 +3,7 @@
 Issue 19 asks claude's and cl100k's estimates for three things on the held-out real agent runs: no conversation
 under 1.0, no result of 500 tokens or more under 0.90, and a median conversation of at most 1.15. claude's shipped
 fit meets all three; cl100k's misses the third (and a file written through a tool call sits just under 0.90). Each
-variant below changes one choice of ``bench.fit_ascii``: a floor, a share of the objective, a bound, or what is
+variant below changes one choice of ``estimate_fit.fit_ascii``: a floor, a share of the objective, a bound, or what is
 counted (a pattern, digrams). The script refits claude and cl100k with that change and judges the held-out goals as
 ``bench.estimator`` does, on the made tool output, the real runs and the files written through tool calls, and
 beside them the lowest of Claude Code's views of code no fit has seen (``tests/test_estimate.py`` holds them at 0.95
@@ -30,7 +30,6 @@ from functools import partial
 from typing import Any
 from unittest import mock
 
-from bench import fit_ascii
 from bench.estimator import (
     CONVERSATION_GOAL,
     RESULT_GOAL,
@@ -49,15 +48,16 @@ from bench.estimator import (
     written_ratios,
 )
 from bench.provenance import header
-from bench.reference import REFERENCE_OF_PROFILE, reference_counters
 from bench.report import table
-from bench.tool_output import VIEW_FLOOR, WRITTEN_KINDS, claude_code_views_of_email
+from estimate_fit import fit_ascii
+from estimate_fit.reference import REFERENCE_OF_PROFILE, reference_counters
+from estimate_fit.tool_output import VIEW_FLOOR, WRITTEN_KINDS, claude_code_views_of_email
 from plimsoll.estimate import Profile, count_tokens
 from plimsoll.profiles import PROFILES
 
 SWEPT = ("claude", "cl100k")  # the two whose held-out median sat over or at its goal
 SHIPPED = "as shipped (not refitted)"
-# A variant: the values of bench.fit_ascii's settings it changes (None: the shipped profiles, not refitted).
+# A variant: the values of estimate_fit.fit_ascii's settings it changes (None: the shipped profiles, not refitted).
 VARIANTS: dict[str, Mapping[str, Any] | None] = {
     SHIPPED: None,
     "the shipped choices, refitted": {},
@@ -82,7 +82,7 @@ VARIANTS: dict[str, Mapping[str, Any] | None] = {
         "PATTERN_OF_PROFILE": {**fit_ascii.PATTERN_OF_PROFILE, **dict.fromkeys(SWEPT, b"\n ")},
         "PATTERN_RANGE": (-2.0, 2.0),
     },
-    # claude prices them (bench.fit_ascii.DIGRAMS_OF_PROFILE): one row each way.
+    # claude prices them (estimate_fit.fit_ascii.DIGRAMS_OF_PROFILE): one row each way.
     "digrams of word shapes the other way: claude without them (its choice before), cl100k with them": {
         "DIGRAMS_OF_PROFILE": {"cl100k": fit_ascii.DIGRAMS}
     },

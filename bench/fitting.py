@@ -25,7 +25,6 @@ from langchain.agents.middleware.context_editing import ClearToolUsesEdit
 from langchain_core.messages import trim_messages
 from langchain_core.messages.utils import count_tokens_approximately
 
-from bench.reference import Counter, reference_counters
 from bench.report import table
 from bench.strategies import (
     PROFILE,
@@ -37,6 +36,7 @@ from bench.strategies import (
 )
 from bench.strategies.langchain_edit import DEFAULT_TRIGGER, LangChainClearToolUses, to_langchain
 from demo.chapters import CORPUS_FILES, chapters, generated_text, shared_corpus
+from estimate_fit.reference import Counter, reference_counters
 from models.prices import FIVE_MINUTES
 from plimsoll import estimate_message, estimate_tokens, fit, get_profile
 from plimsoll.fitting import BATCH, plan_history

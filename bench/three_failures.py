@@ -229,7 +229,7 @@ def russian_chapter(chars: int = 100_092) -> tuple[str, str]:
 
 
 def estimates(text: str) -> list[list[str]]:
-    from bench.reference import reference_counters
+    from estimate_fit.reference import reference_counters
 
     rows = [["characters", f"{len(text):,}", "", ""]]
     rows.append(["chars / 4", f"{estimate_tokens(text, 'chars4'):,}", f"{PUBLISHED['chars / 4']:,}", "estimate"])
@@ -358,7 +358,7 @@ def plot(results: list[Configuration], scale: Scale) -> None:
     import matplotlib.pyplot as plt
 
     from bench.estimator import FITTED
-    from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
+    from estimate_fit.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
 
     figure, axes = plt.subplots(1, len(results), figsize=(4 * len(results), 3.6), sharey=True)
     for axis, configuration in zip(axes, results, strict=True):

@@ -17,7 +17,7 @@ undercounts everything that is not English. We estimate from the UTF-8 bytes ins
   word ("Trust", often a token of its own), one after a lower-case letter starts a piece of an identifier
   ("getTrust").
 
-The weights are fitted (``python -m bench.fit_profiles``) so that the estimate stays at or above the real count
+The weights are fitted (``python -m estimate_fit.fit_profiles``) so that the estimate stays at or above the real count
 of the profile's tokenizer. Nothing loops in Python over the text: one pass in C (``plimsoll/_scan.c``) sums
 the bytes' costs and counts the pairs of shapes; a pattern costs one ``bytes.count``. Where the package was
 installed without a C compiler, the same sums come from the standard library, a little more slowly:

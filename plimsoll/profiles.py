@@ -1,9 +1,9 @@
 """The estimate profiles: one per tokenizer family, plus the published rule as a baseline.
 
-The weights of ``claude``, ``cl100k`` and ``o200k`` were fitted by ``python -m bench.fit_profiles`` against the
+The weights of ``claude``, ``cl100k`` and ``o200k`` were fitted by ``python -m estimate_fit.fit_profiles`` against the
 real tokenizers (see the README's "Token estimates" section for the method and the measured ratios), then their
 ASCII part (classes, each printable character's own cost, one pattern) refitted on agent tool output by
-``python -m bench.fit_profiles --ascii``. They are tokens per byte of each class (see :mod:`plimsoll.estimate`),
+``python -m estimate_fit.fit_profiles --ascii``. They are tokens per byte of each class (see :mod:`plimsoll.estimate`),
 kept as data in ``plimsoll/profiles.json``, which the fitter writes and this module reads once, at import.
 """
 
@@ -37,7 +37,7 @@ CHARS_DIV_4 = Profile(
     weights={cls: 0.0 if cls == "invalid" else 0.25 for cls in TABLE_CLASSES},
 )
 
-# The fitted profiles' weights are data, written by the fitter (``python -m bench.fit_profiles --ascii --write``)
+# The fitted profiles' weights are data, written by the fitter (``python -m estimate_fit.fit_profiles --ascii --write``)
 # into plimsoll/profiles.json, which ships with the package.
 FITTED_FILE = "profiles.json"
 

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from bench.fit_ascii import PATTERN_OF_PROFILE, Item, features, scripts_only
-from bench.trajectories import trajectory_conversations, trajectory_results
+from estimate_fit.fit_ascii import PATTERN_OF_PROFILE, Item, features, scripts_only
+from estimate_fit.trajectories import trajectory_conversations, trajectory_results
 from plimsoll import estimate_tokens
 from plimsoll.estimate import UNIT, estimated_units
 from plimsoll.profiles import PROFILES

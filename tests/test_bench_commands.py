@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from bench import estimator, worker_overhead
-from bench.trajectories import trajectory_conversations
+from estimate_fit.trajectories import trajectory_conversations
 
 
 def test_the_worker_overhead_benchmark_times_every_size(

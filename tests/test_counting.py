@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from bench.reference import reference_counters
+from estimate_fit.reference import reference_counters
 from models.counting import counting_profile, load_counter
 from models.db import Database
 from models.history import append_messages

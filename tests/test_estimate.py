@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
 from bench.samples import unseen_samples
-from bench.tool_output import VIEW_FLOOR, claude_code_views_of_email
 from demo.chapters import chapters
+from estimate_fit.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
+from estimate_fit.tool_output import VIEW_FLOOR, claude_code_views_of_email
 from plimsoll import PROFILES, estimate, estimate_message, estimate_tokens
 from plimsoll.estimate import SHAPE_PAIRS, SHAPES, TABLE_CLASSES, UNIT, WORD_SHAPES, Profile, byte_sum, estimated_units
 from plimsoll.profiles import FITTED_FILE, profile_from_data
@@ -195,8 +195,8 @@ def test_every_corpus_file_is_estimated_within_1_00_and_1_15_of_its_real_count(p
 
 
 def test_the_fitted_weights_are_data_the_fitter_writes_and_the_package_reads(tmp_path: Path) -> None:
-    from bench.fit_profiles import arguments
-    from bench.fit_shared import write
+    from estimate_fit.fit_profiles import arguments
+    from estimate_fit.fit_shared import write
 
     shipped = json.loads(resources.files("plimsoll").joinpath(FITTED_FILE).read_text(encoding="utf-8"))
     assert sorted(shipped["profiles"]) == sorted(FITTED)

@@ -1,4 +1,4 @@
-"""The ASCII step of the fit (``bench.fit_ascii``): what it counts, and how it compares the patterns."""
+"""The ASCII step of the fit (``estimate_fit.fit_ascii``): what it counts, and how it compares the patterns."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import fit_ascii, fit_profiles
-from bench.fit_ascii import PATTERNS, features, names
+from estimate_fit import fit_ascii, fit_profiles
+from estimate_fit.fit_ascii import PATTERNS, features, names
 from plimsoll.profiles import PROFILES, profile_data
 from tests.support_fit import PROFILES_FITTED, few_items
 
@@ -37,7 +37,7 @@ def test_digrams_of_word_shapes_are_counted_and_priced_only_for_the_profiles_nam
 def test_the_patterns_are_compared_on_the_fitted_conversations(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``python -m bench.fit_ascii --patterns`` on a few items whose real counts are the shipped estimates ÷ 1.2:
+    """``python -m estimate_fit.fit_ascii --patterns`` on a few items whose real counts are the shipped estimates ÷ 1.2:
     every pattern gets a score, and every score keeps the conversations at or above their floor."""
     fitted = PROFILES_FITTED
     monkeypatch.setattr(fit_ascii, "collect", few_items)
@@ -55,7 +55,7 @@ def test_the_patterns_are_compared_on_the_fitted_conversations(
 def test_one_profile_is_refitted_and_the_others_are_written_as_they_are(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """``python -m bench.fit_profiles --ascii --profile o200k --write`` (docs/development.md's command, on a few
+    """``python -m estimate_fit.fit_profiles --ascii --profile o200k --write`` (docs/development.md's command, on a few
     items): o200k's letters may cost up to its own spread over their class; claude and cl100k are written exactly as
     shipped."""
     with pytest.raises(SystemExit):  # the other steps fit every profile

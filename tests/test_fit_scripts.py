@@ -1,4 +1,4 @@
-"""The scripts step of the fit (``bench.fit_scripts``): which texts it reads and which it holds to a margin."""
+"""The scripts step of the fit (``estimate_fit.fit_scripts``): which texts it reads and which it holds to a margin."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import fit_scripts
-from bench.fit_scripts import MIN_CHARS, catalog_texts, in_scope
 from bench.samples import unseen_samples
+from estimate_fit import fit_scripts
+from estimate_fit.fit_scripts import MIN_CHARS, catalog_texts, in_scope
 
 HEADER = "Content-Type: text/plain; charset=UTF-8\n"
 
@@ -62,7 +62,7 @@ def test_without_catalogs_the_step_changes_nothing(tmp_path: Path, monkeypatch: 
 
 
 def test_the_ascii_fit_guards_latin_script_languages_only() -> None:
-    from bench.fit_ascii import latin_script
+    from estimate_fit.fit_ascii import latin_script
 
     assert latin_script("Zażółć gęślą jaźń, powiedział programista.")
     assert latin_script("La cartella %s non contiene alcuna email.")

@@ -1,5 +1,5 @@
 """``python -m bench.fit_variants`` (docs/development.md's command): each variant refits with its own settings of
-``bench.fit_ascii`` and is judged on the held-out goals as ``bench.estimator`` judges the shipped profiles. The
+``estimate_fit.fit_ascii`` and is judged on the held-out goals as ``bench.estimator`` judges the shipped profiles. The
 tests use cl100k, whose tokenizer is here without ``../shared``."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from bench import fit_ascii, fit_variants
+from bench import fit_variants
 from bench.estimator import Counting, tool_output_goals, trajectory_ratios, written_goal, written_ratios
+from estimate_fit import fit_ascii
 from plimsoll.profiles import PROFILES
 from tests.support_fit import few_items
 
@@ -63,7 +64,7 @@ def test_a_count_that_falls_under_is_judged_not_met() -> None:
 def test_what_the_solver_prints_from_c_stays_out_of_a_redirected_report(tmp_path: Path) -> None:
     script = (
         "import ctypes\n"
-        "from bench.fit_shared import solver_output_to_stderr\n"
+        "from estimate_fit.fit_shared import solver_output_to_stderr\n"
         "print('before')\n"
         "with solver_output_to_stderr():\n"
         "    ctypes.CDLL(None).printf(b'from the solver\\n')\n"

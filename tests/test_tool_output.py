@@ -1,4 +1,4 @@
-"""Estimates on agent tool output (``bench/tool_output.py``): the goals ``bench.estimator`` reports, asserted."""
+"""Estimates on agent tool output (``estimate_fit/tool_output.py``): the goals ``bench.estimator`` reports, asserted."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from functools import cache
 
 import pytest
 
-from bench import tool_output
-from bench.reference import REFERENCE_OF_PROFILE, Counter, reference_counters
-from bench.tool_output import SHOWN_SITE, SITE, WRITTEN, Sample, conversations, tool_outputs, written_files
+from estimate_fit import tool_output
+from estimate_fit.reference import REFERENCE_OF_PROFILE, Counter, reference_counters
+from estimate_fit.tool_output import SHOWN_SITE, SITE, WRITTEN, Sample, conversations, tool_outputs, written_files
 from plimsoll import estimate_tokens
 
 FITTED = ("claude", "cl100k", "o200k")
@@ -89,7 +89,7 @@ def test_no_tool_result_of_500_tokens_or_more_is_estimated_below_090_of_its_real
     assert low == {}
 
 
-# cl100k's weights were fitted before the written files were (bench.fit_ascii): what it still estimates under the
+# cl100k's weights were fitted before the written files were (estimate_fit.fit_ascii): what it still estimates under the
 # goal, exactly (the test fails when a refit moves it either way).
 PRE = SHOWN_SITE + "/"
 KNOWN_LOW_WRITTEN = {("cl100k", True): {f"Write {PRE}flower/templates/task.html": 0.898}}

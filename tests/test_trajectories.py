@@ -1,5 +1,5 @@
-"""Real agent runs from public repositories (``bench/data/trajectories``): where they come from, and the safe side
-of the goals ``bench.estimator`` reports on the part never fitted to, asserted: no run under its real count, no
+"""Real agent runs from public repositories (``estimate_fit/data/trajectories``): where they come from, and the safe
+side of the goals ``bench.estimator`` reports on the part never fitted to, asserted: no run under its real count, no
 result of 500 tokens or more under 0.90. The other side (the median run at most 1.15) is reported, met or NOT MET,
 by ``bench.estimator``."""
 
@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from bench.reference import REFERENCE_OF_PROFILE, reference_counters
-from bench.trajectories import (
+from estimate_fit.reference import REFERENCE_OF_PROFILE, reference_counters
+from estimate_fit.trajectories import (
     CATEGORIES,
     DATA,
     OTHER,

@@ -1,9 +1,9 @@
-"""Real agent trajectories from public repositories: ``bench/data/trajectories`` (``SOURCES.md`` there names each
+"""Real agent trajectories from public repositories: ``estimate_fit/data/trajectories`` (``SOURCES.md`` there names each
 file's repository, path, commit and licence).
 
 Each file holds the messages of one agent run as the agent's model saw them: the task, the assistant's turns
 (text, tool calls), and what the tools returned (search results, file contexts, diffs, test runs). Every file is
-in one split: ``fit`` (``bench.fit_ascii`` fits the ASCII weights on it beside ``bench.tool_output``) or
+in one split: ``fit`` (``estimate_fit.fit_ascii`` fits the ASCII weights on it beside ``estimate_fit.tool_output``) or
 ``held_out`` (never fitted to; ``bench.estimator`` reports both). :func:`trajectory_results` gives the tool output
 of a split as samples, :func:`trajectory_conversations` each run as a conversation.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from bench.tool_output import Conversation, Sample
+from estimate_fit.tool_output import Conversation, Sample
 
 DATA = Path(__file__).resolve().parent / "data" / "trajectories"
 SPLITS = ("fit", "held_out")

@@ -1,8 +1,8 @@
-"""Raise the scripts' weights where more text shows them short: ``python -m bench.fit_profiles --scripts [--write]``
-(or ``python -m bench.fit_scripts``).
+"""Raise the scripts' weights where more text shows them short: ``python -m estimate_fit.fit_profiles --scripts
+[--write]`` (or ``python -m estimate_fit.fit_scripts``).
 
 The scripts' weights (every class beyond ASCII and the discounts) were fitted on texts in 30 languages that we do
-not redistribute (``bench.fit_profiles``), with room above the real count for scripts the corpus lacks
+not redistribute (``estimate_fit.fit_profiles``), with room above the real count for scripts the corpus lacks
 (``SCRIPT_MARGIN``): how densely a script is tokenized varies from text to text. On other texts that room was not
 always there (Georgian and Armenian text the fit never saw came out under o200k's count). This step reads every
 language's message catalogs that this machine has (``/usr/share/locale/*/LC_MESSAGES/*.mo``: the translated
@@ -15,7 +15,7 @@ One mixed-integer program per profile raises a class's cost, or takes back part 
 lowers nothing, so every estimate stays at or above what it was, and every corpus file stays at or below 1.145 x its
 real count. Objective: the smallest mean rise (the rise ÷ the real count) over every chunk of every language, held
 or not, so that a weight that would raise Latin-script or Cyrillic text is dear; a chunk that no weight can lift
-enough is penalised rather than forbidden (``SOFT_PENALTY``), as ``bench.fit_profiles`` treats such texts.
+enough is penalised rather than forbidden (``SOFT_PENALTY``), as ``estimate_fit.fit_profiles`` treats such texts.
 
 The ASCII weights are fitted after this step (``--ascii``), with these weights pinned.
 """
@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from bench.fit_shared import (
+from estimate_fit.fit_shared import (
     CHUNK_CHARS,
     FILE_CEILING,
     SCRIPT_MARGIN,
@@ -42,7 +42,7 @@ from bench.fit_shared import (
     solver_output_to_stderr,
     write,
 )
-from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
+from estimate_fit.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
 from plimsoll.estimate import CLASS_RANGES, TABLE_CLASSES, TABLE_UNIT, UNIT, Profile, _scripts, estimated_units
 from plimsoll.profiles import PROFILES, profile_data
 
@@ -195,9 +195,9 @@ def run(write_to: Path | None = None) -> list[Profile]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m bench.fit_scripts [--write] [--output FILE]``, the same as ``python -m bench.fit_profiles
-    --scripts``."""
-    parser = argparse.ArgumentParser(prog="python -m bench.fit_scripts", description=__doc__.split("\n\n")[0])
+    """``python -m estimate_fit.fit_scripts [--write] [--output FILE]``, the same as ``python -m
+    estimate_fit.fit_profiles --scripts``."""
+    parser = argparse.ArgumentParser(prog="python -m estimate_fit.fit_scripts", description=__doc__.split("\n\n")[0])
     add_output_flags(parser)
     args = parser.parse_args(argv)
     run(write_to=args.output if args.write else None)

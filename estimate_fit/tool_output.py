@@ -1,4 +1,4 @@
-"""A test set of agent tool output, made from what this machine has: ``python -m bench.tool_output`` prints a
+"""A test set of agent tool output, made from what this machine has: ``python -m estimate_fit.tool_output`` prints a
 summary.
 
 Every sample is what a coding agent's tool returns: ``find`` and directory views over the installed packages,
@@ -7,7 +7,7 @@ ids, ``git log -p`` of this repository, Python, C, JS and minified JS sources (w
 views), ``grep -rn`` hits, pytest output, base64 and hex dumps of real files, runs of one repeated character and
 numeric tables. Nothing is stored: the same machine and repository give the same set (files are taken in sorted
 order, generated parts use fixed seeds). :func:`conversations` strings the samples into agent conversations.
-``held_out=True`` draws the same kinds from other packages with other seeds: ``bench.fit_ascii`` fits the ASCII
+``held_out=True`` draws the same kinds from other packages with other seeds: ``estimate_fit.fit_ascii`` fits the ASCII
 weights on the default set, ``bench.estimator`` reports both.
 
 Sources that are absent (no ``git``, no C headers, no minified JS in the environment) are left out, so the set
@@ -612,7 +612,8 @@ def _written_files() -> list[Sample]:
 
 def _write_calls(files: list[Path]) -> Iterator[tuple[str, str]]:
     """Each file cut to the next of :data:`SIZES`, written alternately by a Claude Code Write call as
-    ``bench.trajectories`` writes calls (``json.dumps(indent=2)``) and by OpenAI function-call arguments (compact)."""
+    ``estimate_fit.trajectories`` writes calls (``json.dumps(indent=2)``) and by OpenAI function-call arguments
+    (compact)."""
     for n, path in enumerate(files):
         text = _cut(path.read_text(encoding="utf-8", errors="replace"), SIZES[n % len(SIZES)])
         shown = _shown(path)
@@ -646,8 +647,8 @@ def tool_outputs(held_out: bool = False) -> tuple[Sample, ...]:
 
 def written_files(held_out: bool = False) -> tuple[Sample, ...]:
     """Files written through tool calls (:func:`_written_files`): assistant messages, not tool output, so not in
-    :func:`tool_outputs` (``bench.fit_ascii`` fits to them, ``bench.estimator`` reports them); ``held_out``: other
-    packages."""
+    :func:`tool_outputs` (``estimate_fit.fit_ascii`` fits to them, ``bench.estimator`` reports them); ``held_out``:
+    other packages."""
     return _drawn((_written_files,), held_out)
 
 

@@ -1,8 +1,8 @@
 """Refit the ASCII weights of the ``claude``, ``cl100k`` and ``o200k`` profiles on agent tool output:
-``python -m bench.fit_profiles --ascii [--write]`` (or ``python -m bench.fit_ascii``).
+``python -m estimate_fit.fit_profiles --ascii [--write]`` (or ``python -m estimate_fit.fit_ascii``).
 
 The weights of the scripts (every class beyond ASCII, the per-character and continuation costs, the discounts)
-were fitted on texts in 30 languages we do not redistribute (see ``bench.fit_profiles``); here they stay as they
+were fitted on texts in 30 languages we do not redistribute (see ``estimate_fit.fit_profiles``); here they stay as they
 are. What is fitted, by one mixed-integer program per profile, is what tool output is made of:
 
 - the printable ASCII classes (letters, digits, spaces, newlines, punctuation...), in 1/64 token per byte;
@@ -17,18 +17,18 @@ are. What is fitted, by one mixed-integer program per profile, is what tool outp
   (``symbols``, U+2000-2FFF) is priced by the scripts' fit on prose, whose dashes and quotes cost two tokens or
   more, while a box-drawing line of forty characters costs five.
 
-Constraints: every chunk of the shared corpus at or above 1.01 x its real count and every corpus file at most
-1.145 x (the corpus goals); every tool result of ``bench.tool_output`` and of the real agent runs' fitting split
-(``bench.trajectories``), and every file written through a tool call (``bench.tool_output.written_files``, the
-fitting draw: the content JSON-escaped, where a line break is two characters the tokenizers charge more for than the
-fit's own line break), with at least 500 real tokens at or above ``RESULT_FLOOR`` x; every agent conversation of
-both at or above ``CONVERSATION_FLOOR`` x (per profile); and the messages of every Latin-script language in this
-machine's message catalogs (``bench.fit_scripts.catalog_texts``; Polish, Italian, Basque...: the ASCII letters are
-most of what they are made of, yet the corpus's only Latin-script prose is English) at or above what the profile
-being refit estimated, or 1.01 x, whichever is lower: a refit on tool output never lowers another language's
-estimate (fitted without it, Polish text the fit never saw fell to 0.98 under o200k). Objective: the smallest mean of
-estimate / real count over the conversations (the made ones and the real ones, each group weighted alike), the
-corpus chunks and (with less weight) the single results.
+Constraints: every chunk of the shared corpus at or above 1.01 x its real count and every corpus file at most 1.145 x
+(the corpus goals); every tool result of ``estimate_fit.tool_output`` and of the real agent runs' fitting split
+(``estimate_fit.trajectories``), and every file written through a tool call (``estimate_fit.tool_output.written_files``,
+the fitting draw: the content JSON-escaped, where a line break is two characters the tokenizers charge more for than the
+fit's own line break), with at least 500 real tokens at or above ``RESULT_FLOOR`` x; every agent conversation of both at
+or above ``CONVERSATION_FLOOR`` x (per profile); and the messages of every Latin-script language in this machine's
+message catalogs (``estimate_fit.fit_scripts.catalog_texts``; Polish, Italian, Basque...: the ASCII letters are most of
+what they are made of, yet the corpus's only Latin-script prose is English) at or above what the profile being refit
+estimated, or 1.01 x, whichever is lower: a refit on tool output never lowers another language's estimate (fitted
+without it, Polish text the fit never saw fell to 0.98 under o200k). Objective: the smallest mean of estimate / real
+count over the conversations (the made ones and the real ones, each group weighted alike), the corpus chunks and (with
+less weight) the single results.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from bench.fit_scripts import catalog_texts
-from bench.fit_shared import (
+from estimate_fit.fit_scripts import catalog_texts
+from estimate_fit.fit_shared import (
     CHUNK_CHARS,
     CORPUS_MARGIN,
     FILE_CEILING,
@@ -54,9 +54,9 @@ from bench.fit_shared import (
     solver_output_to_stderr,
     write,
 )
-from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
-from bench.tool_output import conversations, tool_outputs, written_files
-from bench.trajectories import trajectory_conversations, trajectory_results
+from estimate_fit.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
+from estimate_fit.tool_output import conversations, tool_outputs, written_files
+from estimate_fit.trajectories import trajectory_conversations, trajectory_results
 from plimsoll.estimate import CLASS_RANGES, TABLE_UNIT, UNIT, WORD_SHAPES, Profile, _scripts, estimated_units
 from plimsoll.profiles import PROFILES, profile_data
 
@@ -181,7 +181,7 @@ def script_discounts(profile: Profile) -> dict[bytes, float]:
 
 @dataclass(frozen=True)
 class Item:
-    # "corpus", "result", "conversation" (made), "real conversation" (bench.trajectories) or "latin-script text"
+    # "corpus", "result", "conversation" (made), "real conversation" (estimate_fit.trajectories) or "latin-script text"
     group: str
     source: str
     features: np.ndarray
@@ -394,10 +394,10 @@ def run(write_to: Path | None = None, only: Sequence[str] = ()) -> list[Profile]
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m bench.fit_ascii [--write] [--output FILE] [--profile NAME ...]``, the same as ``python -m
-    bench.fit_profiles --ascii``;
-    ``python -m bench.fit_ascii --patterns`` compares the patterns instead."""
-    parser = argparse.ArgumentParser(prog="python -m bench.fit_ascii", description=__doc__.split("\n\n")[0])
+    """``python -m estimate_fit.fit_ascii [--write] [--output FILE] [--profile NAME ...]``, the same as ``python -m
+    estimate_fit.fit_profiles --ascii``;
+    ``python -m estimate_fit.fit_ascii --patterns`` compares the patterns instead."""
+    parser = argparse.ArgumentParser(prog="python -m estimate_fit.fit_ascii", description=__doc__.split("\n\n")[0])
     add_output_flags(parser)
     parser.add_argument("--patterns", action="store_true", help="compare the patterns a profile may be offered")
     add_profile_flag(parser)

@@ -1,4 +1,4 @@
-"""Fit the weights of the ``claude``, ``cl100k`` and ``o200k`` profiles: ``python -m bench.fit_profiles``.
+"""Fit the weights of the ``claude``, ``cl100k`` and ``o200k`` profiles: ``python -m estimate_fit.fit_profiles``.
 
 For each profile a linear program picks the weights (see ``plimsoll/estimate.py``) that bring the estimate as
 close to the real count as it can without falling below it:
@@ -23,11 +23,11 @@ of texts from public web pages (Wikipedia and news articles in 30 languages, sou
 redistribute; without it the fit runs on less data. The result is printed as the JSON of ``profiles.json``,
 followed by the ratios it reaches; ``--write`` writes it there (``--output`` elsewhere).
 
-``--scripts`` runs a second step instead (``bench.fit_scripts``): the scripts' weights are raised where the
+``--scripts`` runs a second step instead (``estimate_fit.fit_scripts``): the scripts' weights are raised where the
 message catalogs of this machine's programs, in every language they are translated to, fall below the margins
-above. ``--ascii`` runs the third step instead (``bench.fit_ascii``): the scripts' weights stay as they are and the
-ASCII ones (classes, each punctuation mark, runs of spaces) are refitted on the corpus and on agent tool output
-(``bench.tool_output``). A full fit writes profiles without the marks' own costs and the space runs, so run
+above. ``--ascii`` runs the third step instead (``estimate_fit.fit_ascii``): the scripts' weights stay as they are and
+the ASCII ones (classes, each punctuation mark, runs of spaces) are refitted on the corpus and on agent tool output
+(``estimate_fit.tool_output``). A full fit writes profiles without the marks' own costs and the space runs, so run
 ``--scripts --write`` and ``--ascii --write`` after it, in that order.
 """
 
@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from bench.fit_shared import (
+from estimate_fit.fit_shared import (
     CHUNK_CHARS,
     CORPUS_MARGIN,
     FILE_CEILING,
@@ -56,7 +56,7 @@ from bench.fit_shared import (
     solver_output_to_stderr,
     write,
 )
-from bench.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
+from estimate_fit.reference import REFERENCE_OF_PROFILE, corpus_files, reference_counters
 from plimsoll.estimate import CLASS_RANGES, TABLE_CLASSES, TABLE_UNIT, UNIT, Profile
 from plimsoll.profiles import profile_data
 
@@ -287,14 +287,15 @@ def report(chunks: list[Chunk], reference: str, weights: dict[str, float]) -> No
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.fit_profiles", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m estimate_fit.fit_profiles", description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--ascii", action="store_true", help="refit only the ASCII part on agent tool output (bench.fit_ascii)"
+        "--ascii", action="store_true", help="refit only the ASCII part on agent tool output (estimate_fit.fit_ascii)"
     )
     parser.add_argument(
         "--scripts",
         action="store_true",
-        help="raise the scripts' weights where this machine's message catalogs show them short (bench.fit_scripts)",
+        help="raise the scripts' weights where this machine's message catalogs show them short "
+        "(estimate_fit.fit_scripts)",
     )
     add_output_flags(parser)
     add_profile_flag(parser)
@@ -313,12 +314,12 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = arguments(argv)
     if args.scripts:
-        from bench import fit_scripts
+        from estimate_fit import fit_scripts
 
         fit_scripts.run(write_to=args.output if args.write else None)
         return
     if args.ascii:
-        from bench import fit_ascii
+        from estimate_fit import fit_ascii
 
         fit_ascii.run(write_to=args.output if args.write else None, only=args.profile)
         return

@@ -1,5 +1,5 @@
-"""What the two profile fits share (``bench.fit_profiles`` for the scripts, ``bench.fit_ascii`` for the ASCII
-part): how texts are cut into chunks, the corpus goals both hold, and the data file both write."""
+"""What the two profile fits share (``estimate_fit.fit_profiles`` for the scripts, ``estimate_fit.fit_ascii`` for the
+ASCII part): how texts are cut into chunks, the corpus goals both hold, and the data file both write."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bench.reference import REFERENCE_OF_PROFILE
+from estimate_fit.reference import REFERENCE_OF_PROFILE
 from plimsoll.estimate import Profile
 from plimsoll.profiles import FITTED_FILE, profile_data
 
@@ -24,12 +24,12 @@ SOFT_PENALTY = 20.0  # the weight of a soft text's shortfall in the fit's object
 
 PROFILES_FILE = Path(__file__).resolve().parent.parent / "plimsoll" / FITTED_FILE
 GENERATED_BY = (
-    "python -m bench.fit_profiles (the scripts' weights), python -m bench.fit_profiles --scripts --write (raised "
-    "where this machine's message catalogs show them short), then python -m bench.fit_profiles --ascii --write "
-    "(the ASCII part, on agent tool output and real agent runs); o200k's last: --ascii --profile o200k --write, then "
-    "--scripts --write; claude's last: --ascii --profile claude --write, once "
-    "digrams of word shapes were priced (bench.fit_ascii.DIGRAMS_OF_PROFILE); see the README's Token estimates "
-    "section"
+    "python -m estimate_fit.fit_profiles (the scripts' weights), python -m estimate_fit.fit_profiles --scripts "
+    "--write (raised where this machine's message catalogs show them short), then python -m "
+    "estimate_fit.fit_profiles --ascii --write (the ASCII part, on agent tool output and real agent runs); o200k's "
+    "last: --ascii --profile o200k --write, then --scripts --write; claude's last: --ascii --profile claude --write, "
+    "once digrams of word shapes were priced (estimate_fit.fit_ascii.DIGRAMS_OF_PROFILE); see the README's Token "
+    "estimates section"
 )
 
 
