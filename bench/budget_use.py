@@ -12,6 +12,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from bench.goals import Goal
 from bench.report import table
 from demo.run import run_demo
 
@@ -63,8 +64,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     one, two = peaks["one-sided (factor >= 1.0)"], peaks["two-sided (default)"]
     print(f"\nlargest request / budget, two-sided vs one-sided: {two:.3f} vs {one:.3f} ({two / one:.3f}x)")
-    met = GOAL <= two <= 1.0
-    print(f"goal: two-sided largest request within [{GOAL}, 1.0] of the budget: {'met' if met else 'NOT MET'}")
+    goal = Goal(f"two-sided largest request within [{GOAL}, 1.0] of the budget", GOAL <= two <= 1.0)
+    print(f"goal: {goal.text}: {goal.verdict}")
 
 
 if __name__ == "__main__":

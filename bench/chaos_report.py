@@ -4,23 +4,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from bench.chaos_result import ChaosResult
+from bench.goals import RECOVERY_GOAL_SECONDS, Goal, render_goals
 from bench.provenance import header
 from bench.report import table
 from models.statuses import JobStatus
 
-RECOVERY_GOAL_SECONDS = 120.0
 # Sentry event types that are about a too-long request (the SDK reports the exception's class name).
 TOO_LONG_KINDS = ("TooLong",)
-
-
-@dataclass(frozen=True)
-class Goal:
-    name: str
-    met: bool
-    measured: str
 
 
 def goals(result: ChaosResult) -> list[Goal]:
@@ -104,7 +96,7 @@ def figures(result: ChaosResult) -> list[tuple[str, str]]:
 
 
 def render(result: ChaosResult) -> str:
-    lines = [table(["", ""], figures(result)), "", table(["goal", "", "measured"], _goal_rows(result))]
+    lines = [table(["", ""], figures(result)), "", render_goals(goals(result))]
     if result.checks.problems:
         lines += ["", "Problems (first 20):", *(f"- {p}" for p in result.checks.problems[:20])]
     return "\n".join(lines)
@@ -144,7 +136,7 @@ def results_markdown(results: Sequence[ChaosResult], *, command: str, earlier: s
             "",
             table(["", ""], figures(result)),
             "",
-            table(["goal", "", "measured"], _goal_rows(result)),
+            render_goals(goals(result)),
             "",
             "Faults, in order (seconds after the window opened):",
             "",
@@ -157,10 +149,6 @@ def results_markdown(results: Sequence[ChaosResult], *, command: str, earlier: s
         lines = [line for line in earlier.splitlines() if not line.startswith("# ")]  # without its title
         parts += ["## Earlier run", "", *("#" + line if line.startswith("#") else line for line in lines)]
     return "\n".join(parts) + "\n"
-
-
-def _goal_rows(result: ChaosResult) -> list[tuple[str, str, str]]:
-    return [(g.name, "met" if g.met else "NOT MET", g.measured) for g in goals(result)]
 
 
 def _states(states: Counter[str]) -> str:

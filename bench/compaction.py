@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.goals import Goal, render_goals
 from bench.provenance import header
 from bench.report import table
 from bench.stack import bundled_emulator, fresh_database
@@ -168,15 +169,6 @@ def _share(part: float, whole: float) -> float:
     return part / whole if whole else 0.0
 
 
-@dataclass(frozen=True)
-class Goal:
-    text: str
-    met: bool
-
-    def row(self) -> list[str]:
-        return [self.text, "met" if self.met else "NOT MET"]
-
-
 def goals(results: dict[tuple[str, str], Outcome]) -> list[Goal]:
     names = list(dict.fromkeys(w for w, _ in results))
     auto = {w: results[w, "auto"] for w in names}
@@ -272,7 +264,7 @@ def run(scale: int = 1) -> tuple[str, list[Goal]]:
             f"## Compaction ({sizes})",
             table(HEADER, rows(results)),
             "### Goals",
-            table(["goal", ""], [g.row() for g in checked]),
+            render_goals(checked),
         ]
     )
     return report, checked

@@ -29,6 +29,7 @@ from bench.agent_workload import agent_history, describe
 from bench.cache_model import AnthropicCache, blocks_of, message_key
 from bench.fitting import MAIN, SMALL_RESULTS, Scenario, chapter_texts, subagent_history
 from bench.frontier_policies import PROFILE, Policy, sweep
+from bench.goals import Goal, render_goals
 from bench.provenance import header, png_metadata
 from bench.report import table
 from models.prices import FIVE_MINUTES, ONE_HOUR, CachePrices
@@ -294,12 +295,6 @@ def run_workload(workload: Workload, policies: Sequence[Policy] | None = None) -
 # --- goals --------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Goal:
-    text: str
-    met: bool
-
-
 def line(points: Sequence[Point], family: str) -> list[Point]:
     return sorted((p for p in points if p.family == family), key=lambda p: p.mean)
 
@@ -440,10 +435,6 @@ def goals(results: Mapping[str, Sequence[Point]], budgets: Mapping[str, int], fa
     return made
 
 
-def goal_lines(goals_: Sequence[Goal]) -> str:
-    return "\n".join(f"- {'met' if g.met else 'NOT MET'}: {g.text}" for g in goals_)
-
-
 # --- output ---------------------------------------------------------------------------------------------------
 
 
@@ -575,12 +566,12 @@ def report(
     verdict = [no_worse_than_four(points) for points in results.values()]
     sections.append(
         "## Goals of issue 10 (cache-economic policy; then today's default, batches of four)\n\n"
-        + goal_lines(made)
+        + render_goals(made, "verdict first")
         + "\n"
     )
     sections.append(
         "## Is cache-economic no worse than batches of four everywhere (the condition for the default)?\n\n"
-        + goal_lines(verdict)
+        + render_goals(verdict, "verdict first")
         + "\n"
     )
     text = "\n".join(sections)

@@ -27,6 +27,7 @@ from functools import cache, partial
 from importlib import resources
 from pathlib import Path
 
+from bench.goals import Goal, render_goals
 from bench.provenance import header
 from bench.report import table
 from bench.samples import unseen_samples
@@ -53,13 +54,6 @@ FITTED = ("claude", "cl100k", "o200k")
 RESULT_GOAL, RESULT_TOKENS = 0.90, 500  # a single tool result of at least 500 real tokens: never below 0.90
 CONVERSATION_GOAL = (1.00, 1.15)  # a whole conversation: never below; the median at most 1.15
 SPEED_GOAL = 20.0  # the default profile against tiktoken encode on mixed text
-
-
-@dataclass(frozen=True)
-class Goal:
-    what: str
-    met: bool
-    measured: str
 
 
 @dataclass(frozen=True)
@@ -491,7 +485,7 @@ def main() -> None:
         *exact_goals(exacts, held_out=True),
     ]
     print("\n## Goals\n")
-    print(table(["goal", "", "measured"], [[g.what, "met" if g.met else "NOT MET", g.measured] for g in goals]))
+    print(render_goals(goals))
     sys.stdout.flush()
 
 

@@ -37,7 +37,6 @@ from bench.estimator import (
     SPEED_GOAL,
     TIKTOKEN,
     Counting,
-    Goal,
     mixed_text,
     real_count,
     times_beside_tiktoken,
@@ -47,6 +46,7 @@ from bench.estimator import (
     written_goal,
     written_ratios,
 )
+from bench.goals import Goal
 from bench.provenance import header
 from bench.report import table
 from estimate_fit import fit_ascii
@@ -123,7 +123,7 @@ def judged(variant: str, counting: Counting, speed: float) -> Row:
         count_tokens(v.text, counting.profile) / real_count(counting.reference, v.text)
         for v in claude_code_views_of_email()
     ]
-    unmet = [g.what.removeprefix(f"{counting.label}: ") for g in goals if not g.met]
+    unmet = [g.text.removeprefix(f"{counting.label}: ") for g in goals if not g.met]
     if min(views) < VIEW_FLOOR:
         unmet.append(f"Claude Code views ≥ {VIEW_FLOOR}")
     if speed < SPEED_GOAL:

@@ -31,6 +31,7 @@ from sqlalchemy import select
 
 from bench import fleet_sleep
 from bench.chaos_services import Processes
+from bench.goals import Goal, render_goals
 from bench.provenance import header
 from bench.report import table
 from bench.stack import REDIS_URL, bundled_emulator, fresh_database, worker_environment
@@ -298,12 +299,6 @@ def forget_learned_limits() -> None:
     client.close()
 
 
-@dataclass(frozen=True)
-class Goal:
-    text: str
-    met: bool | None  # None: not measured by this run
-
-
 def goals(results: list[Result]) -> list[Goal]:
     default = next(r for r in results if r.mode == MODES[0])
     shared = next((r for r in results if r.mode.second_client_share > 0), None)
@@ -386,10 +381,7 @@ def render(workload: Workload, results: list[Result]) -> str:
         "",
         "## Goals",
         "",
-        *[
-            f"- {goal.text}: {'not measured' if goal.met is None else 'met' if goal.met else 'NOT MET'}"
-            for goal in goals(results)
-        ],
+        render_goals(goals(results), "verdict last"),
     ]
     for r in results:
         if r.failures:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from bench import fleet
+from bench.goals import Goal
 from bench.report import table
 from bench.stack import bundled_emulator, fresh_database
 from emulator import EmulatorConfig
@@ -72,9 +73,9 @@ def run(workload: fleet.Workload, divisors: tuple[int, ...] = LEVELS) -> Demand:
     return Demand(per_minute=per_minute, unlimited=unlimited, levels=levels)
 
 
-def goals(demand: Demand) -> list[fleet.Goal]:
+def goals(demand: Demand) -> list[Goal]:
     return [
-        fleet.Goal(f"0 jobs failed at 1/{level.divisor} of demand (default settings)", level.failed == 0)
+        Goal(f"0 jobs failed at 1/{level.divisor} of demand (default settings)", level.failed == 0)
         for level in demand.levels
     ]
 

@@ -31,6 +31,7 @@ from celery import Celery
 from sqlalchemy import select
 
 from bench.chaos_services import Processes
+from bench.goals import RECOVERY_GOAL_SECONDS
 from bench.stack import REDIS_URL, bundled_emulator, fresh_database, worker_environment
 from emulator import EmulatorConfig, EmulatorServer
 from models.db import Database
@@ -46,7 +47,6 @@ from worker.names import STEP_TASK
 ROOT = Path(__file__).resolve().parent.parent
 API_KEY = "fleet-key"
 MODEL = "plimsoll-emulator"
-RECOVERY_GOAL_SECONDS = 60.0
 HANG_SLACK_SECONDS = 5.0  # to give the call up and store that it failed, after the idle time
 
 

@@ -10,6 +10,7 @@ import argparse
 from dataclasses import dataclass
 
 from bench import fleet, fleet_demand, fleet_recovery
+from bench.goals import RECOVERY_GOAL_SECONDS, Goal, render_goals
 from bench.provenance import header
 
 SCALED_IDLE_SECONDS = 5.0  # the scaled-down run's idle timeout; the full run keeps the default (120 s)
@@ -32,16 +33,15 @@ def run(*, scaled: bool) -> More:
     return More(demand=demand, kill=kill, hang=hang)
 
 
-def goals(more: More) -> list[fleet.Goal]:
+def goals(more: More) -> list[Goal]:
     kill, hang = more.kill, more.hang
     return [
         *fleet_demand.goals(more.demand),
-        fleet.Goal(
-            f"recovery ≤ {fleet_recovery.RECOVERY_GOAL_SECONDS:.0f} s after a worker kill with "
-            f"{kill.queued_at_kill:,} steps queued",
+        Goal(
+            f"recovery ≤ {RECOVERY_GOAL_SECONDS:.0f} s after a worker kill with {kill.queued_at_kill:,} steps queued",
             kill.met,
         ),
-        fleet.Goal(
+        Goal(
             f"a hung call releases its job within the idle timeout ({hang.idle_seconds:g} s, "
             f"+{fleet_recovery.HANG_SLACK_SECONDS:g} s to give it up and store that)",
             hang.met,
@@ -74,10 +74,7 @@ def render(workload: fleet.Workload, more: More) -> str:
         "",
         "## Goals (demand, recovery)",
         "",
-        *[
-            f"- {goal.text}: {'not measured' if goal.met is None else 'met' if goal.met else 'NOT MET'}"
-            for goal in goals(more)
-        ],
+        render_goals(goals(more), "verdict last"),
     ]
     return "\n".join(lines) + "\n"
 

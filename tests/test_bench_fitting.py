@@ -13,7 +13,6 @@ pytest.importorskip("langchain")
 from bench.fitting import (  # after the skip: langchain is a bench extra
     Scenario,
     Summary,
-    goal_lines,
     never_over_budget,
     run_goals,
     run_scenario,
@@ -21,6 +20,7 @@ from bench.fitting import (  # after the skip: langchain is a bench extra
     time_one_length,
     timing_table,
 )
+from bench.goals import render_goals
 
 SCALED = Scenario("40 chapters of ~4,400 tokens", rounds=40, result_tokens=4_400, budget=40_000)
 
@@ -32,7 +32,7 @@ def summaries() -> dict[str, Summary]:
 
 def test_plimsoll_meets_the_goals_of_the_subagent_run(summaries: dict[str, Summary]) -> None:
     goals = run_goals(summaries)
-    assert all(goal.met for goal in goals), goal_lines(goals)
+    assert all(goal.met for goal in goals), render_goals(goals)
     assert summaries["plimsoll"].over_budget_real == {"cl100k": 0}
 
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from bench.chaos import run_chaos
-from bench.chaos_report import RECOVERY_GOAL_SECONDS, goals, render
+from bench.chaos_report import goals, render
 from bench.chaos_result import ChaosConfig
 from bench.chaos_services import PG_BIN_DIRS
+from bench.goals import RECOVERY_GOAL_SECONDS
 
 # Small enough for < 4 minutes a broker on two cores, large enough that every kind of fault meets running jobs.
 SCALED_DOWN = ChaosConfig(jobs=10, workers=2, seconds=40, settle_seconds=RECOVERY_GOAL_SECONDS + 5, seed=8)

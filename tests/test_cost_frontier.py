@@ -18,7 +18,6 @@ from bench.cost_frontier import (  # after the skips: langchain and matplotlib a
     PAUSED_1H,
     PAUSED_5M,
     PRICINGS,
-    Goal,
     Point,
     Stored,
     dominance,
@@ -30,6 +29,7 @@ from bench.cost_frontier import (  # after the skips: langchain and matplotlib a
     workloads,
 )
 from bench.frontier_policies import sweep
+from bench.goals import Goal
 from emulator.counting import Unit
 from emulator.prompt_cache import AnthropicPromptCache
 from models.prices import ONE_HOUR

@@ -27,7 +27,7 @@ def test_the_shipped_row_is_what_the_estimator_measures() -> None:
     written = written_ratios([counting], held_out=True)
     goals.append(written_goal("cl100k", written, " (held out)"))
     assert row.written == [x for r in written.values() for x in r["cl100k"]]
-    missed = [g.what.removeprefix("cl100k: ") for g in goals if not g.met]
+    missed = [g.text.removeprefix("cl100k: ") for g in goals if not g.met]
     assert missed == [
         u for u in row.unmet if u.endswith(("(real runs, held out)", "tool call ≥ 500 tokens ≥ 0.9 (held out)"))
     ]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from bench.goals import RECOVERY_GOAL_SECONDS
 from bench.provenance import CLEAN, DIRTY, HEADER, header, provenance
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,3 +167,16 @@ def test_the_three_failures_page_quotes_the_report_s_safety_net_figures() -> Non
     page = (BENCHMARK_PAGES / "three-failures.md").read_text(encoding="utf-8")
     said = re.search(r"read\s+(\d+) chapters without the safety-net paragraph, and all (\d+) with it", page)
     assert said and (said[1], said[2]) == (without, with_net)
+
+
+def test_the_readme_and_the_pages_quote_the_one_recovery_goal() -> None:
+    """Fleet's worker kill and chaos hold to one recovery goal (``bench/goals.py``); wherever the README or a page
+    states a recovery goal, it is that one."""
+    pattern = re.compile(r"(?:goal:?|hold it to|must end within) (?:≤ )?(\d+) s")
+    quoted = {
+        (path.name, int(seconds))
+        for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+        for seconds in pattern.findall(" ".join(path.read_text(encoding="utf-8").split()))
+    }
+    assert {name for name, _ in quoted} >= {"README.md", "index.md", "worker.md", "fleet.md", "chaos.md"}, quoted
+    assert {seconds for _, seconds in quoted} == {RECOVERY_GOAL_SECONDS}, quoted
