@@ -170,7 +170,7 @@ def whole_results(request: Sequence[Message], stored: Stored) -> list[int]:
 
 def plan_run(policy: Policy, stored: Stored, market: Market) -> tuple[list[Call], int]:
     """Every request of the run under ``policy``; also how many calls it could not send (nothing fits)."""
-    stepper = policy.make(market.pricing.ttl_seconds)
+    strategy = policy.make(market.pricing.ttl_seconds)
     calls, unsendable, results = [], 0, 0
     history, estimates = stored.history, stored.estimates
     for call, end in enumerate(range(3, len(history) + 1, 2)):
@@ -181,10 +181,11 @@ def plan_run(policy: Policy, stored: Stored, market: Market) -> tuple[list[Call]
             else 0
         )
         try:
-            request, marks = stepper.step(history[:end], estimates[:end], gap_before(call, market.pauses))
+            sent = strategy.request(history[:end], estimates[:end], gap_before(call, market.pauses))
         except DoesNotFit:
             unsendable += 1
             continue
+        request, marks = sent.messages, sent.breakpoints
         keys = [stored.key(m) for m in request]
         carrying = whole_results(request, stored)
         if marks is None:

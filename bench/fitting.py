@@ -303,7 +303,7 @@ def simulate(
     run: list[Sent] = []
     previous: Sequence[Message] = ()
     for end in range(3, len(history) + 1, 2):
-        request = strategy.request(history[:end], estimates[:end])
+        request = strategy.request(history[:end], estimates[:end]).messages
         tokens = [known.of(m) for m in request]
         shared = common_prefix(previous, request)
         run.append(

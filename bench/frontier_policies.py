@@ -1,6 +1,7 @@
-"""The policies ``bench.cost_frontier`` sweeps, each a factory of steppers that plan one request per call.
+"""The policies ``bench.cost_frontier`` sweeps, each a factory of strategies (``bench.strategies.Strategy``) that
+plan one request per call.
 
-A stepper sees what the worker would: the stored history with its estimates and the seconds since the job's
+A strategy sees what the worker would: the stored history with its estimates and the seconds since the job's
 previous request. It returns the request and where its cache breakpoints go (indices of request messages; the
 last message always gets one as well). Every policy but the cache-economic one gets the same rule: a breakpoint
 before the oldest tool result sent whole (where clearing the oldest results changes the prefix next), as a
@@ -15,13 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from langchain.agents.middleware.context_editing import ClearToolUsesEdit
-from langchain_core.messages.utils import count_tokens_approximately
-
-from bench.strategies import ClearOneAtATime, KeepNewestResults, LegacyCutAtUserTurns, Strategy
-from bench.strategies.langchain_edit import from_langchain, to_langchain
+from bench.strategies import ClearOneAtATime, KeepNewestResults, LegacyCutAtUserTurns, Request, Strategy
+from bench.strategies.langchain_edit import LangChainClearToolUses
 from plimsoll import apply_plan, outline, plan
 from plimsoll.economics import CacheView, Economy, plan_cached
 from plimsoll.fitting import Batching
@@ -30,50 +27,13 @@ from plimsoll.messages import Message, Outline
 PROFILE = "claude"
 
 
-class Stepper(Protocol):
-    def step(
-        self, history: Sequence[Message], estimates: Sequence[int], idle_seconds: float
-    ) -> tuple[Sequence[Message], list[int] | None]:
-        """The request and its breakpoints (None: the common rule, placed by the simulation)."""
-        ...
-
-
 @dataclass(frozen=True)
 class Policy:
     family: str  # one line of the plot
     knob: str  # this point's setting
     budget: int | None  # the per-request budget it promises, if any
-    make: Callable[[float], Stepper]  # given the cache TTL in seconds
+    make: Callable[[float], Strategy]  # given the cache TTL in seconds
     uses_ttl: bool = False
-
-
-@dataclass(frozen=True)
-class LangChainEdit:
-    """``ClearToolUsesEdit`` as ``ContextEditingMiddleware`` applies it at every call, all three knobs exposed."""
-
-    trigger: int
-    keep: int
-    clear_at_least: int
-
-    @property
-    def name(self) -> str:
-        return f"ClearToolUsesEdit (trigger {self.trigger:,}, keep {self.keep}, clear_at_least {self.clear_at_least:,})"
-
-    def request(self, history: Sequence[Message], estimates: Sequence[int]) -> Sequence[Message]:
-        messages = to_langchain(history)
-        edit = ClearToolUsesEdit(trigger=self.trigger, keep=self.keep, clear_at_least=self.clear_at_least)
-        edit.apply(messages, count_tokens=count_tokens_approximately)
-        return from_langchain(messages)
-
-
-@dataclass
-class Stateless:
-    strategy: Strategy
-
-    def step(
-        self, history: Sequence[Message], estimates: Sequence[int], idle_seconds: float
-    ) -> tuple[Sequence[Message], list[int] | None]:
-        return self.strategy.request(history, estimates), None
 
 
 @dataclass
@@ -84,12 +44,14 @@ class Batches:
     batching: Batching
     outlines: list[Outline] = field(default_factory=list)
 
-    def step(
-        self, history: Sequence[Message], estimates: Sequence[int], idle_seconds: float
-    ) -> tuple[Sequence[Message], list[int] | None]:
+    @property
+    def name(self) -> str:
+        return f"plimsoll.plan (budget {self.budget:,}, batching {self.batching})"
+
+    def request(self, history: Sequence[Message], estimates: Sequence[int], idle_seconds: float = 0.0) -> Request:
         self.outlines += [outline(m, PROFILE) for m in history[len(self.outlines) :]]
         chosen = plan(self.outlines[: len(history)], self.budget, profile=PROFILE, batching=self.batching)
-        return apply_plan(history, chosen), None
+        return Request(apply_plan(history, chosen))
 
 
 @dataclass
@@ -103,20 +65,22 @@ class Economic:
     previous: tuple[str, ...] | None = None
     outlines: list[Outline] = field(default_factory=list)
 
-    def step(
-        self, history: Sequence[Message], estimates: Sequence[int], idle_seconds: float
-    ) -> tuple[Sequence[Message], list[int] | None]:
+    @property
+    def name(self) -> str:
+        return f"plimsoll.plan_cached (budget {self.budget:,}, TTL {self.ttl_seconds:g} s)"
+
+    def request(self, history: Sequence[Message], estimates: Sequence[int], idle_seconds: float = 0.0) -> Request:
         self.outlines += [outline(m, PROFILE) for m in history[len(self.outlines) :]]
         view = CacheView(ttl_seconds=self.ttl_seconds, idle_seconds=idle_seconds, previous_cleared=self.previous)
         chosen = plan_cached(
             self.outlines[: len(history)], self.budget, profile=PROFILE, cache=view, economy=self.economy
         )
         self.previous = chosen.plan.cleared
-        return apply_plan(history, chosen.plan), list(chosen.breakpoints)
+        return Request(apply_plan(history, chosen.plan), list(chosen.breakpoints))
 
 
 def stateless(family: str, knob: str, budget: int | None, strategy: Strategy) -> Policy:
-    return Policy(family, knob, budget, lambda _: Stateless(strategy))
+    return Policy(family, knob, budget, lambda _: strategy)
 
 
 def plimsoll(budget: int, batching: Batching) -> Policy:
@@ -144,7 +108,7 @@ def sweep(budget: int, fractions: Sequence[float]) -> list[Policy]:
         for n in (3, 6, 12, 24)
     ]
     for trigger, keep, at_least in ((0.25, 3, 0.0), (1.0, 3, 0.0), (1.0, 12, 0.0), (1.0, 3, 0.25), (1.0, 12, 0.25)):
-        edit = LangChainEdit(round(trigger * budget), keep, round(at_least * budget))
+        edit = LangChainClearToolUses(round(trigger * budget), keep, round(at_least * budget))
         knob = f"trigger {edit.trigger:,}, keep {keep}, clear_at_least {edit.clear_at_least:,}"
         policies.append(stateless("ClearToolUsesEdit", knob, None, edit))
     policies.append(stateless("legacy (reference)", f"budget {budget:,}", None, LegacyCutAtUserTurns(budget)))

@@ -1,14 +1,17 @@
-"""Ways to fit a growing agent history into a token budget, for ``bench.fitting`` to compare.
+"""Ways to fit a growing agent history into a token budget, for ``bench.fitting`` and ``bench.cost_frontier`` to
+compare.
 
 Each strategy is one small object with one method, in the style of SWE-agent's history processors: ``request``
-gets the whole stored history (with the estimate of each message, as the worker stores them) and returns the
-messages to send. Strategies never change the history they are given.
+gets the whole stored history (with the estimate of each message, as the worker stores them) and the seconds since
+the job's previous request, and returns the request to send. Strategies never change the history they are given;
+some keep state from one request to the next (``bench.frontier_policies``'s planners: the outlines made so far,
+what the previous request cleared).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from plimsoll import apply_plan, estimate_message, fit, outline
@@ -20,12 +23,21 @@ from worker.legacy import legacy_plan
 PROFILE = "claude"
 
 
+@dataclass(frozen=True)
+class Request:
+    messages: Sequence[Message]
+    # Indices of request messages that carry a cache breakpoint (the last always gets one as well); None: the
+    # caller places them by its own rule.
+    breakpoints: list[int] | None = field(default=None)
+
+
 class Strategy(Protocol):
     @property
     def name(self) -> str: ...
 
-    def request(self, history: Sequence[Message], estimates: Sequence[int]) -> Sequence[Message]:
-        """The messages to send for ``history`` (``estimates``: one per message, by the claude profile)."""
+    def request(self, history: Sequence[Message], estimates: Sequence[int], idle_seconds: float = 0.0) -> Request:
+        """The request for ``history`` (``estimates``: one per message, by the claude profile; ``idle_seconds``:
+        since the job's previous request)."""
         ...
 
 
@@ -63,8 +75,8 @@ class PlimsollFit:
         kind = {"four": "batches of four", "adaptive": "adaptive batches"}.get(self.batching, self.batching)
         return f"Plimsoll ({kind})"
 
-    def request(self, history: Sequence[Message], estimates: Sequence[int]) -> Sequence[Message]:
-        return fit(history, self.budget, estimates=estimates, profile=PROFILE, batching=self.batching).messages
+    def request(self, history: Sequence[Message], estimates: Sequence[int], idle_seconds: float = 0.0) -> Request:
+        return Request(fit(history, self.budget, estimates=estimates, profile=PROFILE, batching=self.batching).messages)
 
 
 @dataclass(frozen=True)
@@ -74,7 +86,7 @@ class ClearOneAtATime:
     budget: int
     name: str = "clear one result at a time"
 
-    def request(self, history: Sequence[Message], estimates: Sequence[int]) -> Sequence[Message]:
+    def request(self, history: Sequence[Message], estimates: Sequence[int], idle_seconds: float = 0.0) -> Request:
         sent = list(history)
         total = sum(estimates)
         cleared: set[str] = set()
@@ -85,7 +97,7 @@ class ClearOneAtATime:
             cleared.add(tool_use_id)
             sent[index] = with_results_cleared(history[index], cleared)
             total += estimate_message(sent[index], PROFILE) - before
-        return sent
+        return Request(sent)
 
 
 @dataclass(frozen=True)
@@ -100,13 +112,13 @@ class KeepNewestResults:
     def name(self) -> str:
         return f"keep the newest {self.keep} results"
 
-    def request(self, history: Sequence[Message], estimates: Sequence[int]) -> Sequence[Message]:
+    def request(self, history: Sequence[Message], estimates: Sequence[int], idle_seconds: float = 0.0) -> Request:
         if sum(estimates) <= self.budget:
-            return history
+            return Request(history)
         older = results_of(history)[: -self.keep or None]
         cleared = {tool_use_id for _, tool_use_id in older}
         holders = {index for index, _ in older}
-        return [with_results_cleared(m, cleared) if i in holders else m for i, m in enumerate(history)]
+        return Request([with_results_cleared(m, cleared) if i in holders else m for i, m in enumerate(history)])
 
 
 @dataclass(frozen=True)
@@ -117,6 +129,6 @@ class LegacyCutAtUserTurns:
     budget: int
     name: str = "legacy: cut at user turns only"
 
-    def request(self, history: Sequence[Message], estimates: Sequence[int]) -> Sequence[Message]:
+    def request(self, history: Sequence[Message], estimates: Sequence[int], idle_seconds: float = 0.0) -> Request:
         outlines = [outline(m, PROFILE, e) for m, e in zip(history, estimates, strict=True)]
-        return apply_plan(history, legacy_plan(outlines, self.budget, profile=PROFILE))
+        return Request(apply_plan(history, legacy_plan(outlines, self.budget, profile=PROFILE)))

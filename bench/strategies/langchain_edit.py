@@ -15,6 +15,7 @@ from langchain.agents.middleware.context_editing import ClearToolUsesEdit
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
+from bench.strategies import Request
 from plimsoll.messages import Message
 
 DEFAULT_TRIGGER = 100_000  # ClearToolUsesEdit's defaults
@@ -76,17 +77,19 @@ def from_langchain(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
 class LangChainClearToolUses:
     """``ClearToolUsesEdit`` as ``ContextEditingMiddleware`` applies it to every model call: on the whole history,
     counted by ``count_tokens_approximately``; once over ``trigger`` it clears every result but the ``keep``
-    newest."""
+    newest (clearing at least ``clear_at_least`` tokens' worth)."""
 
     trigger: int = DEFAULT_TRIGGER
     keep: int = DEFAULT_KEEP
+    clear_at_least: int = 0  # ClearToolUsesEdit's default
 
     @property
     def name(self) -> str:
-        return f"ClearToolUsesEdit (trigger {self.trigger:,}, keep {self.keep})"
+        at_least = f", clear_at_least {self.clear_at_least:,}" if self.clear_at_least else ""
+        return f"ClearToolUsesEdit (trigger {self.trigger:,}, keep {self.keep}{at_least})"
 
-    def request(self, history: Sequence[Message], estimates: Sequence[int]) -> Sequence[Message]:
+    def request(self, history: Sequence[Message], estimates: Sequence[int], idle_seconds: float = 0.0) -> Request:
         messages = to_langchain(history)
-        edit = ClearToolUsesEdit(trigger=self.trigger, keep=self.keep)
+        edit = ClearToolUsesEdit(trigger=self.trigger, keep=self.keep, clear_at_least=self.clear_at_least)
         edit.apply(messages, count_tokens=count_tokens_approximately)
-        return from_langchain(messages)
+        return Request(from_langchain(messages))
