@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bench.chaos_services import Processes, pool_children
+from bench.cluster import start_beat, start_worker
 
 POOL_SIZE = 2
 SUPERVISOR_RESTART_DELAY = 1.0
@@ -47,22 +48,19 @@ class Cluster:
             self.start_worker(slot)
         self._supervisor = threading.Thread(target=self._supervise, name="chaos-supervisor", daemon=True)
         self._supervisor.start()
-        self.beat = processes.spawn(
-            [*self._celery, "beat", "-s", str(processes.root / "beat-schedule"), "--loglevel=warning"],
-            log="beat.log",
-            env=self.env,
-            cwd=code_dir,
-        )
-
-    @property
-    def _celery(self) -> list[str]:
-        return [sys.executable, "-m", "celery", "-A", "worker.celery_app:app"]
+        self.beat = start_beat(processes, env=self.env, cwd=code_dir)
 
     def start_worker(self, slot: int) -> None:
-        args = [*self._celery, "worker", "-Q", self.queue, "-P", "prefork", "-c", str(POOL_SIZE), "-E"]
-        args += ["--loglevel=warning", "-n", f"chaos{slot}@%h"]
-        process = self.processes.spawn(args, log=f"worker{slot}.log", env=self.env, cwd=self.code_dir)
-        self.workers[slot] = process
+        self.workers[slot] = start_worker(
+            self.processes,
+            queue=self.queue,
+            name=f"chaos{slot}@%h",
+            concurrency=POOL_SIZE,
+            env=self.env,
+            cwd=self.code_dir,
+            log=f"worker{slot}.log",
+            events=True,
+        )
 
     def _supervise(self) -> None:
         while not self._closing.wait(0.5):

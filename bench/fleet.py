@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 import tempfile
 import time
 import uuid
@@ -31,6 +30,7 @@ from sqlalchemy import select
 
 from bench import fleet_sleep
 from bench.chaos_services import Processes
+from bench.cluster import start_worker
 from bench.goals import Goal, render_goals
 from bench.provenance import header
 from bench.report import table
@@ -195,16 +195,22 @@ def workers(
     env["PLIMSOLL_ADMISSION"] = "true" if mode.admission else "false"
     processes = Processes()
     database = Database(url)
-    celery = [sys.executable, "-m", "celery", "-A", "worker.celery_app:app"]
     try:
         for slot in range(workload.workers):
-            args = [*celery, "worker", "-Q", queue, "-P", "prefork", "-c", str(workload.processes)]
-            args += ["--loglevel=warning", "-n", f"fleet{slot}-{queue}@%h"]
             own = dict(env)
             if metrics is not None:
                 (metrics / str(slot)).mkdir()
                 own["PROMETHEUS_MULTIPROC_DIR"] = str(metrics / str(slot))
-            processes.spawn(args, log=f"worker{slot}.log", env=own, cwd=ROOT)
+            name = f"fleet{slot}-{queue}@%h"
+            start_worker(
+                processes,
+                queue=queue,
+                name=name,
+                concurrency=workload.processes,
+                env=own,
+                cwd=ROOT,
+                log=f"worker{slot}.log",
+            )
         from worker.tasks import run_step_task
 
         def send(job_id: int) -> None:  # with the priority the API's enqueue gives a first step (worker/fairness.py)

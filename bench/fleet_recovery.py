@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -31,6 +30,7 @@ from celery import Celery
 from sqlalchemy import select
 
 from bench.chaos_services import Processes
+from bench.cluster import start_beat, start_worker
 from bench.goals import RECOVERY_GOAL_SECONDS
 from bench.stack import REDIS_URL, bundled_emulator, fresh_database, worker_environment
 from emulator import EmulatorConfig, EmulatorServer
@@ -276,17 +276,17 @@ def fleet(
     reconciler); yields the workers' processes and their names."""
     env = {**worker_environment(url, queue, emulator.base_url, API_KEY), **(extra or {})}
     group = Processes()
-    celery = [sys.executable, "-m", "celery", "-A", "worker.celery_app:app"]
     started, names = [], []
     try:
         for slot in range(workers):
             name = f"kill{slot}-{queue}@{os.uname().nodename}"
-            args = [*celery, "worker", "-Q", queue, "-P", "prefork", "-c", str(processes), "--loglevel=warning"]
-            started.append(group.spawn([*args, "-n", name], log=f"worker{slot}.log", env=env, cwd=ROOT))
+            log = f"worker{slot}.log"
+            started.append(
+                start_worker(group, queue=queue, name=name, concurrency=processes, env=env, cwd=ROOT, log=log)
+            )
             names.append(name)
         if beat:
-            schedule = group.root / "beat-schedule"
-            group.spawn([*celery, "beat", "-s", str(schedule), "--loglevel=info"], log="beat.log", env=env, cwd=ROOT)
+            start_beat(group, env=env, cwd=ROOT, loglevel="info")
         yield started, names
     finally:
         group.close()

@@ -1,0 +1,40 @@
+"""The one launcher of the Celery processes the benchmarks run as a real fleet (``bench.fleet``,
+``bench.fleet_recovery``, ``bench.chaos``): prefork workers and beat, as ``plimsoll worker`` and compose start them,
+each in a process group of its own under a :class:`~bench.chaos_services.Processes`, its output in a log there."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from bench.chaos_services import Processes
+
+CELERY = [sys.executable, "-m", "celery", "-A", "worker.celery_app:app"]
+
+
+def start_worker(
+    processes: Processes,
+    *,
+    queue: str,
+    name: str,
+    concurrency: int,
+    env: Mapping[str, str],
+    cwd: Path,
+    log: str,
+    events: bool = False,
+) -> subprocess.Popen[bytes]:
+    """A worker named ``name`` serving ``queue`` with ``concurrency`` pool children (``events``: -E, for Flower)."""
+    args = [*CELERY, "worker", "-Q", queue, "-P", "prefork", "-c", str(concurrency), *(["-E"] if events else [])]
+    return processes.spawn([*args, "--loglevel=warning", "-n", name], log=log, env=env, cwd=cwd)
+
+
+def start_beat(
+    processes: Processes, *, env: Mapping[str, str], cwd: Path, loglevel: str = "warning"
+) -> subprocess.Popen[bytes]:
+    """Celery beat (it runs the reconciler), its schedule file in the run's folder."""
+    schedule = processes.root / "beat-schedule"
+    return processes.spawn(
+        [*CELERY, "beat", "-s", str(schedule), f"--loglevel={loglevel}"], log="beat.log", env=env, cwd=cwd
+    )
