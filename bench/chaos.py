@@ -32,7 +32,6 @@ from bench.chaos_report import render, results_markdown
 from bench.chaos_result import CODE_DIR, ChaosConfig, ChaosResult, FaultRecord
 from bench.chaos_services import Emulator, Postgres, Processes, Redis, SentrySink
 from bench.provenance import provenance
-from bench.stack import environment
 from demo.chapters import chapters
 from models.db import Database
 from models.documents import add_document
@@ -40,6 +39,7 @@ from models.jobs import create_job
 from models.migrate import upgrade
 from models.options import JobOptions
 from models.tenants import create_tenant
+from testbed.stack import environment
 
 RESULTS = CODE_DIR / "bench" / "results" / "chaos.md"
 RABBITMQ_URL = os.environ.get("PLIMSOLL_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//")

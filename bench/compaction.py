@@ -29,7 +29,6 @@ from typing import Any
 from bench.goals import Goal, render_goals
 from bench.provenance import header
 from bench.report import table
-from bench.stack import bundled_emulator, fresh_database
 from demo.chapters import chapters
 from demo.run import notes_matching
 from models.db import Database
@@ -41,6 +40,7 @@ from models.prices import FIVE_MINUTES
 from models.settings import Settings
 from models.tables import Document, Job, JobDocument, JobKind, Summary
 from models.tenants import create_tenant
+from testbed.stack import bundled_emulator, fresh_database
 from worker.providers import AnthropicProvider
 from worker.runner import Services, run_step
 

@@ -34,7 +34,6 @@ from bench.cluster import start_worker
 from bench.goals import Goal, render_goals
 from bench.provenance import header
 from bench.report import table
-from bench.stack import REDIS_URL, bundled_emulator, fresh_database, worker_environment
 from demo.chapters import chapters
 from emulator import EmulatorServer
 from models.db import Database
@@ -43,6 +42,7 @@ from models.jobs import create_job
 from models.options import JobOptions
 from models.tables import Job, JobKind, JobStatus
 from models.tenants import create_tenant
+from testbed.stack import REDIS_URL, bundled_emulator, fresh_database, worker_environment
 from worker.fairness import priority_lists, step_priority
 
 ROOT = Path(__file__).resolve().parent.parent

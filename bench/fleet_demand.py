@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from bench import fleet
 from bench.goals import Goal
 from bench.report import table
-from bench.stack import bundled_emulator, fresh_database
 from emulator import EmulatorConfig
 from models.db import Database
+from testbed.stack import bundled_emulator, fresh_database
 
 LEVELS = (5, 2)  # the limit is 1/level of the demand
 

@@ -32,7 +32,6 @@ from sqlalchemy import select
 from bench.chaos_services import Processes
 from bench.cluster import start_beat, start_worker
 from bench.goals import RECOVERY_GOAL_SECONDS
-from bench.stack import REDIS_URL, bundled_emulator, fresh_database, worker_environment
 from emulator import EmulatorConfig, EmulatorServer
 from models.db import Database
 from models.documents import add_document
@@ -41,6 +40,7 @@ from models.options import JobOptions
 from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus
 from models.tenants import create_tenant
+from testbed.stack import REDIS_URL, bundled_emulator, fresh_database, worker_environment
 from worker.celery_app import make_celery
 from worker.names import STEP_TASK
 

@@ -28,7 +28,6 @@ from sqlalchemy import select
 from api.client import PlimsollClient
 from bench.provenance import header, png_metadata
 from bench.report import table
-from bench.stack import api_server, bundled_emulator, celery_worker, environment, fresh_database
 from demo.chapters import chapters, corpus_text, generated_text
 from demo.run import notes_matching
 from emulator import EmulatorServer
@@ -39,6 +38,7 @@ from models.prices import FIVE_MINUTES
 from models.tables import Job, JobStatus, Step, Strategy
 from models.tenants import create_tenant
 from plimsoll import estimate_tokens
+from testbed.stack import api_server, bundled_emulator, celery_worker, environment, fresh_database
 from vocab import load_encoding
 
 RESULTS = Path(__file__).resolve().parent / "results"

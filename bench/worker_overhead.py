@@ -13,7 +13,6 @@ import uuid
 from typing import Any
 
 from bench.report import table
-from bench.stack import bundled_emulator, fresh_database
 from demo.chapters import chapters
 from emulator import EmulatorServer
 from models.db import Database
@@ -24,6 +23,7 @@ from models.options import JobOptions
 from models.settings import Settings
 from models.tables import Job, JobKind
 from models.tenants import create_tenant
+from testbed.stack import bundled_emulator, fresh_database
 from worker.providers import AnthropicProvider
 from worker.runner import Services, run_step
 

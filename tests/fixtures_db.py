@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.stack import fresh_database
 from models.db import Database
+from testbed.stack import fresh_database
 
 
 @pytest.fixture(scope="session")

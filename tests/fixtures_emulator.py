@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from bench.stack import environment
 from emulator import EmulatorConfig, EmulatorServer
+from testbed.stack import environment
 from worker.providers import AnthropicProvider, OpenAIProvider
 from worker.providers.base import Provider, Reply
 

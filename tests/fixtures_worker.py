@@ -20,9 +20,9 @@ import redis
 import sentry_sdk
 from sentry_sdk.transport import Transport
 
-from bench.stack import REDIS_URL, environment
-from bench.stack import celery_worker as start_celery_worker
 from emulator import EmulatorServer
+from testbed.stack import REDIS_URL, environment
+from testbed.stack import celery_worker as start_celery_worker
 from tests.fixtures_emulator import TEST_API_KEY
 from tests.support import sentry_off
 

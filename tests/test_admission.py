@@ -10,11 +10,11 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from bench.stack import REDIS_URL
 from demo.chapters import chapters
 from emulator import EmulatorServer
 from models.db import Database
 from models.tables import Job, JobStatus
+from testbed.stack import REDIS_URL
 from tests.fixtures_emulator import TEST_API_KEY
 from tests.support_worker import new_job, services
 from worker.admission import MARGIN, Limiter, Ticket, planned_input

@@ -18,8 +18,8 @@ from api.app import create_app
 from api.constants import MAX_ID
 from api.deps import current_tenant
 from api.uploads import FRAMING_BYTES, MAX_BYTES_PER_CHAR, body_limit
-from bench.stack import api_server
 from models.db import Database
+from testbed.stack import api_server
 from tests.support_api import Api, new_tenant, serve_api
 
 HUGE = 99999999999999999999  # more than any bigint

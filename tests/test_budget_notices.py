@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.stack import api_server
 from models.db import Database
 from models.tenants import create_tenant
+from testbed.stack import api_server
 
 ROOT = Path(__file__).resolve().parent.parent
 PLIMSOLL = str(ROOT / ".venv" / "bin" / "plimsoll")

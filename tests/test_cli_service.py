@@ -19,9 +19,9 @@ import redis
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
-from bench.stack import POSTGRES_URL, fresh_database
 from models.db import make_engine
 from models.migrate import alembic_config
+from testbed.stack import POSTGRES_URL, fresh_database
 from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent

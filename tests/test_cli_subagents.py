@@ -13,11 +13,11 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from api.client import PlimsollClient
-from bench.stack import api_server
 from cli.main import app as cli
 from demo.chapters import chapters
 from models.db import Database
 from models.tenants import create_tenant
+from testbed.stack import api_server
 from tests.support import wait_until
 
 pytestmark = pytest.mark.usefixtures("celery_worker", "emulator_reset")

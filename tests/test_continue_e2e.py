@@ -94,8 +94,8 @@ def test_plimsoll_continue_on_the_command_line_waits_for_the_new_job(
 ) -> None:
     from typer.testing import CliRunner
 
-    from bench.stack import api_server
     from cli.main import app
+    from testbed.stack import api_server
 
     old = rejected_legacy_job(client, database, emulator_reset)
     key = client.headers["X-API-Key"]
@@ -114,8 +114,8 @@ def test_continue_warns_of_deleted_documents_and_refuses_when_none_is_left(
 ) -> None:
     from typer.testing import CliRunner
 
-    from bench.stack import api_server
     from cli.main import app
+    from testbed.stack import api_server
 
     def document(name: str) -> int:
         stored = client.post("/v1/documents", json={"name": name, "content": f"The text of {name}."})

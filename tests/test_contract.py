@@ -19,11 +19,11 @@ from pydantic import BaseModel
 
 from api.client import PlimsollClient
 from api.schemas import ContinueIn, JobIn, JobView
-from bench.stack import api_server
 from demo.chapters import chapters
 from emulator import EmulatorServer
 from models.db import Database
 from models.tenants import create_tenant
+from testbed.stack import api_server
 from tests.support import wait_until
 from tests.support_worker import wait_for
 

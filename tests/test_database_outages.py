@@ -10,10 +10,10 @@ import pytest
 import redis
 from sqlalchemy.engine import make_url
 
-from bench.stack import REDIS_URL
 from emulator import EmulatorServer
 from models.db import Database
 from models.settings import Settings
+from testbed.stack import REDIS_URL
 from tests.fixtures_emulator import TEST_API_KEY
 from tests.support_worker import Held, in_thread, new_job, services
 from tests.tcp_proxy import CuttableProxy

@@ -8,11 +8,11 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from bench.stack import environment
 from emulator import EmulatorServer
 from models.db import get_database
 from models.migrate import upgrade
 from models.tenants import create_tenant
+from testbed.stack import environment
 from tests.support import wait_until
 from worker.queue import stop_local_worker
 

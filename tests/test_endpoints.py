@@ -15,13 +15,13 @@ from unittest.mock import patch
 import pytest
 from sqlalchemy import select
 
-from bench.stack import environment
 from emulator import EmulatorConfig, EmulatorServer
 from models.catalogue import model_spec
 from models.db import Database
 from models.endpoints import Endpoint, NoRoute, api_key_for, endpoint_for, routes
 from models.settings import Settings
 from models.tables import Job, JobStatus, ModelFacts
+from testbed.stack import environment
 from tests.support import DEFAULT_ROUTING
 from tests.support_api import serve_api
 from tests.support_worker import run_to_end

@@ -14,7 +14,6 @@ import redis
 from alembic import command
 from sqlalchemy import func, select, text
 
-from bench.stack import REDIS_URL, fresh_database
 from demo.chapters import chapters
 from emulator import EmulatorServer
 from models.db import Database
@@ -25,6 +24,7 @@ from models.migrate import alembic_config
 from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus
 from models.tenants import create_tenant, set_running_cap
+from testbed.stack import REDIS_URL, fresh_database
 from tests.support import wait_until
 from tests.support_worker import run_to_end, services, wait_for
 from worker.admission import MARGIN, Limiter, Ticket, waiting_by_tenant

@@ -29,8 +29,8 @@ from PIL import Image
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from bench.stack import POSTGRES_URL, REDIS_URL
 from demo.chapters import chapters
+from testbed.stack import POSTGRES_URL, REDIS_URL
 from tests.support import wait_until as poll_until
 from worker.names import RECONCILE_TASK, STEP_TASK
 

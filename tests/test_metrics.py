@@ -13,9 +13,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.stack import REDIS_URL
 from models.db import Database
 from models.settings import Settings
+from testbed.stack import REDIS_URL
 from worker.metrics import STEPS, count_usage
 from worker.metrics_server import metrics_server, registry
 from worker.providers.base import Usage

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.stack import api_server
 from emulator import EmulatorServer
 from models.db import Database
 from models.tenants import create_tenant
+from testbed.stack import api_server
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,11 +12,11 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from bench.stack import environment
 from emulator import EmulatorConfig, EmulatorServer
 from models.db import Database
 from models.settings import Settings
 from models.tables import Job, JobStatus
+from testbed.stack import environment
 from tests.support import DEFAULT_ROUTING
 from tests.support_api import serve_api
 from tests.support_worker import run_to_end

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from bench.stack import REDIS_URL
 from models.db import Database
 from models.settings import Settings
 from models.tables import Job, now
+from testbed.stack import REDIS_URL
 from tests.support import wait_until
 from tests.support_worker import new_job
 from worker.scheduler import LOCK_INTERVALS, SchedulerLock

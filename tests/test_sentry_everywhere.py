@@ -17,13 +17,13 @@ from sqlalchemy.engine import make_url
 
 from api.app import create_app
 from bench.chaos_services import SentrySink
-from bench.stack import environment
 from emulator import EmulatorServer
 from models.db import Database
 from models.jobs import create_job
 from models.settings import Settings
 from models.tables import Job, JobStatus
 from models.tenants import create_tenant
+from testbed.stack import environment
 from tests.support import sentry_off, wait_until
 from tests.support_worker import new_job
 from tests.tcp_proxy import CuttableProxy

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.stack import api_server
 from bench.three_failures import Scale, Stack, run
 from emulator import EmulatorServer
 from models.db import Database
 from models.statuses import Strategy
 from models.tenants import create_tenant
+from testbed.stack import api_server
 
 # The write-up's figures divided by 20 (limit 50,000, budget 20,000, chapters of ~2,200 tokens), 2 subagents.
 SCALE = Scale(factor=20, subagents=2, chapters_per_subagent=24, anxious_chapters=40)

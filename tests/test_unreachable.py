@@ -22,11 +22,11 @@ import httpx
 import openai
 import pytest
 
-from bench.stack import api_server, environment
 from models.db import Database
 from models.settings import Settings
 from models.tables import Job, JobKind
 from plimsoll.notices import LANGUAGES, stopped_notice
+from testbed.stack import api_server, environment
 from tests.support_api import new_tenant
 from tests.support_worker import events_after_the_commit
 from worker.errors import Transient, Unreachable, classify
