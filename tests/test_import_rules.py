@@ -43,6 +43,8 @@ def test_the_tree_keeps_every_import_rule() -> None:
         ("bench/report.py", "import bench.budget_use"),  # a circle: budget_use imports report
         ("worker/legacy.py", "import estimate_fit.fit_shared"),  # the service never imports the fitting toolchain
         ("estimate_fit/fit_shared.py", "import bench.report"),  # the benchmarks import the toolchain, not the reverse
+        ("testbed/stack.py", "import bench.report"),  # the benchmarks import the test bed, not the reverse
+        ("api/client.py", "import testbed.stack"),  # the service never imports the test bed
     ],
 )
 def test_the_check_fails_when_a_rule_is_broken(tmp_path: Path, module: str, intruder: str) -> None:
