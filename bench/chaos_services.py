@@ -29,14 +29,9 @@ from typing import Any
 
 import httpx
 
+from testbed.stack import free_port
+
 PG_BIN_DIRS = ("/usr/local/bin", *sorted(str(p) for p in Path("/usr/lib/postgresql").glob("*/bin")))
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def wait_for_port(port: int, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:

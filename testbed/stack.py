@@ -107,6 +107,21 @@ def celery_worker(broker_url: str = REDIS_URL, concurrency: int = 4) -> Iterator
         yield started
 
 
+def listening_socket() -> socket.socket:
+    """A socket bound to a free port of 127.0.0.1 and listening: a server started on it cannot lose the port."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    return listener
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 that nothing listens on now: for a process that binds it itself, or a closed port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 @contextmanager
 def api_server(database_url: str) -> Iterator[str]:
     """The HTTP API served by uvicorn on a free port of 127.0.0.1; yields its base URL."""
@@ -114,8 +129,7 @@ def api_server(database_url: str) -> Iterator[str]:
     from models.db import Database
 
     database = Database(database_url)
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
+    listener = listening_socket()
     server = uvicorn.Server(uvicorn.Config(create_app(database=database), log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()

@@ -3,7 +3,6 @@ that play the worker."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +16,7 @@ from api.app import create_app
 from models.db import Database
 from models.tables import ApiKey, Job, JobStatus
 from models.tenants import hash_key
+from testbed.stack import listening_socket
 from tests.support import wait_until
 
 
@@ -36,8 +36,7 @@ class Served:
 @contextmanager
 def serving(database: Database) -> Iterator[Served]:
     """The real app under uvicorn on a free port, steps put on a list (``on_enqueue`` plays the worker)."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
+    listener = listening_socket()
     port = listener.getsockname()[1]
     state = Served(f"http://127.0.0.1:{port}", database)
     app = create_app(database=database, enqueue=state.enqueue)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ from cli.main import app as cli
 from models.db import Database
 from models.tables import ApiKey, Document, Job, JobStatus, Notice, Tenant
 from models.tenants import hash_key
+from testbed.stack import free_port
 from tests.support import wait_until
 from tests.support_api import new_tenant, step_row
 from tests.support_cli import Served, finish_later, serving, set_job, tenant_of
@@ -274,9 +274,7 @@ def test_tenant_create_on_a_database_that_does_not_answer_says_so() -> None:
 
 
 def test_the_api_command_serves_the_app(database_url: str) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     command = [sys.executable, "-m", "cli", "api", "--port", str(port)]
     environment = os.environ | {"PLIMSOLL_DATABASE_URL": database_url}
     server = subprocess.Popen(command, cwd=ROOT, env=environment, stderr=subprocess.PIPE)

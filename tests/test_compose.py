@@ -17,7 +17,6 @@ import http.server
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import threading
@@ -33,6 +32,7 @@ import yaml
 from sqlalchemy.engine import make_url
 
 from emulator import EmulatorServer
+from testbed.stack import free_port
 from tests.compose_cli import ComposeCli, published_ports
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -438,13 +438,6 @@ def _run_check(code: str, url: str, port: int) -> int:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=30).returncode
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.mark.parametrize("name", sorted(HTTP_HEALTH_PATHS))
 def test_http_healthchecks_pass_on_200_and_fail_otherwise(
     name: str, compose: dict[str, Any], stub_server: http.server.ThreadingHTTPServer
@@ -456,7 +449,7 @@ def test_http_healthchecks_pass_on_200_and_fail_otherwise(
     assert _StubHandler.paths == [HTTP_HEALTH_PATHS[name]]
     _StubHandler.status = 503  # e.g. /healthz while the database does not answer
     assert _run_check(code, url, port) != 0, f"{name}: the check passes on a 503"
-    assert _run_check(code, url, _free_port()) != 0, f"{name}: the check passes with nothing listening"
+    assert _run_check(code, url, free_port()) != 0, f"{name}: the check passes with nothing listening"
 
 
 def test_the_emulator_healthcheck_passes_against_the_emulator(
@@ -530,7 +523,7 @@ def test_flower_is_published_on_this_machine_only_and_no_documented_command_has_
 def test_published_ports_are_this_machines_by_default_and_move_with_their_variable(
     cli: ComposeCli, compose: dict[str, Any]
 ) -> None:
-    moved_to = {variable: str(_free_port()) for variable in HOST_PORT_VARIABLES.values()}
+    moved_to = {variable: str(free_port()) for variable in HOST_PORT_VARIABLES.values()}
     moved = cli.render({**SAMPLE_ENV, **moved_to})["services"]
     for name, variable in HOST_PORT_VARIABLES.items():
         ports = published_ports(compose["services"][name])

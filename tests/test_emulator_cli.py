@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,16 +10,10 @@ from typing import Any
 import httpx
 
 from emulator import EmulatorServer
+from testbed.stack import free_port
 from tests.support import wait_until
 
 REPOSITORY = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def test_the_command_line_serves_with_its_settings() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import email.utils
-import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +13,7 @@ import openai
 import pytest
 
 from emulator import EmulatorServer
+from testbed.stack import free_port
 from worker.errors import (
     AuthFailure,
     InvalidRequest,
@@ -276,9 +276,7 @@ def test_sdk_timeouts_and_refused_connections_are_transient(emulator_reset: Emul
     error = classify(timed_out.value, "anthropic")
     assert isinstance(error, Transient) and error.message.startswith("timeout")
 
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        closed_port = unused.getsockname()[1]
+    closed_port = free_port()
     nowhere = openai.OpenAI(api_key="k", base_url=f"http://127.0.0.1:{closed_port}/v1", max_retries=0)
     with pytest.raises(openai.APIConnectionError) as refused:
         nowhere.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])

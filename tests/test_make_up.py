@@ -30,7 +30,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from demo.chapters import chapters
-from testbed.stack import POSTGRES_URL, REDIS_URL
+from testbed.stack import POSTGRES_URL, REDIS_URL, listening_socket
 from tests.support import wait_until as poll_until
 from worker.names import RECONCILE_TASK, STEP_TASK
 
@@ -165,9 +165,7 @@ def up_environment(
 
 def test_a_second_make_up_names_the_port_in_use_and_starts_nothing(own_database: str, tmp_path: Path) -> None:
     flower_port, emulator_port = spare_ports(2)
-    with socket.socket() as running:  # what the first `make up`'s API holds
-        running.bind(("127.0.0.1", 0))
-        running.listen()
+    with listening_socket() as running:  # what the first `make up`'s API holds
         api_port = running.getsockname()[1]
         env = up_environment(own_database, (api_port, flower_port, emulator_port), ("tester", "x"), tmp_path)
         second = subprocess.run(

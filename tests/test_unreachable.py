@@ -9,7 +9,6 @@ import contextlib
 import os
 import random
 import re
-import socket
 import subprocess
 import threading
 import time
@@ -27,7 +26,7 @@ from models.db import Database
 from models.settings import Settings
 from models.tables import Job, JobKind
 from plimsoll.notices import LANGUAGES, stopped_notice
-from testbed.stack import api_server, environment
+from testbed.stack import api_server, environment, free_port, listening_socket
 from tests.support_api import new_tenant
 from tests.support_worker import events_after_the_commit
 from worker.errors import Transient, Unreachable, classify
@@ -38,12 +37,6 @@ HELLO = [{"role": "user", "content": "hi"}]
 NOWHERE = "nonexistent.invalid"  # RFC 6761: never resolves
 
 
-def closed_port() -> int:
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        return int(unused.getsockname()[1])
-
-
 def anthropic_failure(base_url: str) -> BaseException:
     client = anthropic.Anthropic(api_key="k", base_url=base_url, max_retries=0)
     with pytest.raises(anthropic.APIConnectionError) as failed:
@@ -52,7 +45,7 @@ def anthropic_failure(base_url: str) -> BaseException:
 
 
 def test_a_refused_connection_an_unknown_name_and_a_failed_handshake_name_the_host() -> None:
-    port = closed_port()
+    port = free_port()
     refused = classify(anthropic_failure(f"http://127.0.0.1:{port}"), "anthropic")
     assert isinstance(refused, Unreachable) and isinstance(refused, Transient)  # retried as any transient fault
     assert (refused.host, refused.message) == (
@@ -81,9 +74,7 @@ def test_a_refused_connection_an_unknown_name_and_a_failed_handshake_name_the_ho
 @contextmanager
 def answering(reply: bytes) -> Iterator[str]:
     """A local server that answers every connection with ``reply`` and closes it; yields its host:port."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
+    listener = listening_socket()
 
     def serve() -> None:
         with contextlib.suppress(OSError):  # the listener closed: the test is over
@@ -145,7 +136,7 @@ def test_jobs_whose_provider_cannot_be_reached_fail_with_a_notice_naming_the_hos
     emulator's at another closed port."""
     defaults = Settings()
     assert defaults.max_transient_retries == 6  # the default: 7 tries, full-jitter backoff from 1 s (about 30 s)
-    closed, no_emulator = f"127.0.0.1:{closed_port()}", f"127.0.0.1:{closed_port()}"
+    closed, no_emulator = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     unreachable = {
         "PLIMSOLL_ANTHROPIC_BASE_URL": f"http://{closed}",
         "PLIMSOLL_OPENAI_BASE_URL": f"https://{NOWHERE}/v1",
