@@ -9,7 +9,7 @@ from fastapi_offline import FastAPIOffline
 from api.deps import Enqueue
 from api.errors import install_error_handlers
 from api.limits import BodyLimit
-from api.routes import continuation, documents, health, jobs, notices
+from api.routes import continuation, documents, health, jobs, models, notices
 from api.uploads import body_limit
 from models.db import Database
 from worker.sentry import start_sentry
@@ -32,7 +32,7 @@ def create_app(*, database: Database | None = None, enqueue: Enqueue | None = No
     app.state.enqueue = enqueue
     install_error_handlers(app)
     app.add_middleware(BodyLimit, limit=body_limit)
-    for module in (documents, jobs, continuation, notices, health):
+    for module in (documents, jobs, continuation, notices, models, health):
         app.include_router(module.router)
     return app
 

@@ -23,6 +23,7 @@ from api.schemas import (
     JobSummary,
     JobView,
     MessageView,
+    ModelList,
     NoticeView,
     Page,
     StepView,
@@ -166,6 +167,10 @@ class PlimsollClient:
 
     def mark_notice_read(self, notice_id: int) -> NoticeView:
         return self._send("POST", f"/v1/notices/{notice_id}/read", NoticeView)
+
+    def models(self) -> ModelList:
+        """The model catalogue as the service runs it: windows, default budgets, prices and their source."""
+        return self._send("GET", "/v1/models", ModelList)
 
     def health(self) -> Health:
         return self._send("GET", "/healthz", Health)

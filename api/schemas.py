@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -293,3 +293,46 @@ class NoticeView(Schema):
 class Health(BaseModel):
     status: str
     database: str
+
+
+class RatesView(BaseModel):
+    """USD per million tokens."""
+
+    input: float = Field(description="uncached input")
+    output: float
+    cache_write_5m: float = Field(description="a token written to the prompt cache with the 5-minute TTL")
+    cache_write_1h: float = Field(description="a token written to the prompt cache with the 1-hour TTL")
+    cache_read: float = Field(description="a token read from the prompt cache")
+
+
+class TierView(BaseModel):
+    above_input_tokens: int = Field(description="a request with more input tokens pays these rates for every token")
+    rates: RatesView
+
+
+class PricesView(BaseModel):
+    """A model's prices now, and where they came from."""
+
+    rates: RatesView
+    tiers: list[TierView] = Field(default_factory=list, description="long-context prices, where the provider has them")
+    priced_as: str = Field(description="the model whose prices these are (the emulator's models take a real one's)")
+    source: str = Field(description="genai-prices and its version, or the operator's PLIMSOLL_PRICES")
+    since: date | None = Field(default=None, description="when these prices took effect, where the source says")
+    at: datetime = Field(description="the moment they are the prices of")
+
+
+class ModelView(BaseModel):
+    name: str
+    provider: str
+    context_limit: int = Field(description="input and output tokens the model takes in one request (its window)")
+    default_budget: int = Field(description="input tokens per request a job plans for unless it sets its budget")
+    max_output_tokens: int
+    retires: date | None = Field(default=None, description="the day its provider stops serving it")
+    replacement: str | None = None
+    prices: PricesView | None = Field(default=None, description="none: the operator must set it (PLIMSOLL_PRICES)")
+    unpriced: str | None = Field(default=None, description="why it has no price, and how to give it one")
+
+
+class ModelList(BaseModel):
+    default_model: str = Field(description="the model of a job that names none")
+    models: list[ModelView]

