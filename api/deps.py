@@ -1,4 +1,5 @@
-"""The dependencies routes declare: the database, a session, the calling tenant, and the step queue."""
+"""The dependencies routes declare: the database, a session, the calling tenant (its key counted against the
+requests per minute), and the step queue."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from fastapi import Depends, HTTPException, Request, Security, status
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from api.rate_limit import rate_limit_of
 from models.db import Database, get_database
+from models.settings import get_settings
 from models.tables import Tenant
-from models.tenants import tenant_for_key
+from models.tenants import hash_key, tenant_for_key
 
 Enqueue = Callable[[int], None]
 """Puts a job's next step on the queue, given the job's id."""
@@ -57,6 +60,7 @@ UNKNOWN_KEY = "unknown or revoked API key"
 
 
 def current_tenant(
+    request: Request,
     database: DatabaseDep,
     header_key: Annotated[str | None, Security(api_key_header)],
     bearer_key: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
@@ -69,6 +73,9 @@ def current_tenant(
         tenant = tenant_for_key(session, key)
     if tenant is None:
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, UNKNOWN_KEY, headers={"WWW-Authenticate": "Bearer"})
+    rate_limit = rate_limit_of(get_settings())
+    if rate_limit is not None:
+        rate_limit.hit(hash_key(key))
     return tenant
 
 

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 
 from api.schemas import ErrorBody, problem_text
 from models.errors import InvalidInput, NotFound
+from models.limits import OverQuota
 from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)
@@ -31,6 +32,11 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "the body is larger than the upload limit (room for one document of the largest size)",
     },
     status.HTTP_422_UNPROCESSABLE_CONTENT: {"model": ErrorBody, "description": "the input is not acceptable"},
+    status.HTTP_429_TOO_MANY_REQUESTS: {
+        "model": ErrorBody,
+        "description": "over the key's requests per minute (Retry-After says when to try again), or over one of the "
+        "tenant's quotas (queued jobs, stored document bytes: the detail says which and what to do)",
+    },
 }
 
 
@@ -48,6 +54,10 @@ def error(status_code: int, detail: str, errors: list[dict[str, Any]] | None = N
 
 async def invalid_input(_request: Request, exc: Exception) -> JSONResponse:
     return error(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc))
+
+
+async def over_quota(_request: Request, exc: Exception) -> JSONResponse:
+    return error(status.HTTP_429_TOO_MANY_REQUESTS, str(exc))
 
 
 async def not_found(_request: Request, exc: Exception) -> JSONResponse:
@@ -185,6 +195,7 @@ def _where(location: Sequence[Any]) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(InvalidInput, invalid_input)
     app.add_exception_handler(NotFound, not_found)
+    app.add_exception_handler(OverQuota, over_quota)
     app.add_exception_handler(RequestValidationError, malformed_request)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(Exception, unexpected)

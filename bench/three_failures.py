@@ -448,6 +448,7 @@ def real_stack() -> Iterator[Stack]:
             "PLIMSOLL_EMULATOR_URL": emulator.base_url,
             "PLIMSOLL_ANTHROPIC_BASE_URL": emulator.base_url,
             "PLIMSOLL_MAX_STEPS_PER_JOB": "400",
+            "PLIMSOLL_ALLOW_REPRODUCTIONS": "true",  # the point of this benchmark
         }
         with environment(values), celery_worker(), api_server(url) as api_url:
             database = Database(url)

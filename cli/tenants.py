@@ -65,7 +65,7 @@ def create(name: Name, as_json: Json = False, database_url: DatabaseUrl = None) 
 @app.command("list")
 def list_tenants(as_json: Json = False, database_url: DatabaseUrl = None) -> None:
     """Every tenant, with how many of its API keys work and how many are revoked."""
-    from models.tenants import tenants
+    from models.tenants import LIMITS, tenants
 
     out, err = consoles()
     with session_on(database_url) as session:
@@ -76,18 +76,24 @@ def list_tenants(as_json: Json = False, database_url: DatabaseUrl = None) -> Non
     if not rows:
         plain(err, "No tenants.")
         return
-    listing = table("id", "name", "created (UTC)", "keys", "revoked", "running jobs cap")
+    listing = table(
+        "id", "name", "created (UTC)", "keys", "revoked", "running jobs cap", "steps", "input tokens", "queued", "bytes"
+    )
     for row in rows:
-        cap = {None: "default", 0: "none"}.get(row.max_running_jobs, row.max_running_jobs)
         listing.add_row(
             str(row.id),
             row.name,
             f"{row.created_at:%Y-%m-%d %H:%M}",
             str(row.active_keys),
             str(row.revoked_keys),
-            str(cap),
+            *(_own(value) for value in (row.max_running_jobs, *(getattr(row, name) for name in LIMITS))),
         )
     out.print(listing)
+    plain(err, "A limit shown as default is the setting's (plimsoll tenant limits sets the tenant's own).")
+
+
+def _own(value: int | None) -> str:
+    return "default" if value is None else "none" if value == 0 else f"{value:,}"
 
 
 @app.command("revoke")
@@ -153,3 +159,58 @@ def cap(
         return
     told = {None: "the default (PLIMSOLL_MAX_RUNNING_JOBS_PER_TENANT)", 0: "no cap"}.get(jobs, str(jobs))
     plain(err, f"Running jobs of tenant {name!r}: {told}.")
+
+
+@app.command("limits")
+def limits(
+    name: Name,
+    max_steps: Annotated[
+        int | None, typer.Option(min=1, help="The most steps a job may have (and its default).", show_default=False)
+    ] = None,
+    max_input_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=1_000, help="The most input tokens a job may use over its steps (and its default).", show_default=False
+        ),
+    ] = None,
+    max_queued_jobs: Annotated[
+        int | None, typer.Option(min=0, help="The most main jobs it may have queued (0: no limit).", show_default=False)
+    ] = None,
+    max_document_bytes: Annotated[
+        int | None,
+        typer.Option(min=0, help="The most bytes its stored documents may take (0: no limit).", show_default=False),
+    ] = None,
+    reset: Annotated[
+        bool, typer.Option("--reset", help="Every limit back to its setting's, before those given.")
+    ] = False,
+    as_json: Json = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Set the tenant's own limits, which win over the settings (PLIMSOLL_MAX_STEPS_PER_JOB,
+    PLIMSOLL_MAX_INPUT_TOKENS_PER_JOB, PLIMSOLL_MAX_QUEUED_JOBS_PER_TENANT, PLIMSOLL_MAX_DOCUMENT_BYTES_PER_TENANT);
+    with none given, print them. A job asking for more steps or input tokens is refused."""
+    from models.limits import limits_of
+    from models.settings import get_settings
+    from models.tenants import LIMITS, set_limits, tenant_named
+
+    given = {
+        "max_steps_per_job": max_steps,
+        "max_input_tokens_per_job": max_input_tokens,
+        "max_queued_jobs": max_queued_jobs,
+        "max_document_bytes": max_document_bytes,
+    }
+    changes = dict.fromkeys(LIMITS) if reset else {}
+    changes |= {limit: value for limit, value in given.items() if value is not None}
+    with session_on(database_url) as session:
+        tenant = tenant_named(session, name)
+        set_limits(session, tenant_id=tenant.id, limits=changes)
+        session.flush()
+        now_in_force = asdict(limits_of(tenant, get_settings()))
+    if as_json:
+        print_json({"name": name} | now_in_force)
+        return
+    out, _err = consoles()
+    grid = table("limit", "value", "set in")
+    for limit, each in now_in_force.items():
+        grid.add_row(limit, "none" if each["value"] == 0 else f"{each['value']:,}", each["where"])
+    out.print(grid)

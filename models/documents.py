@@ -10,9 +10,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from models.errors import Conflict, InvalidInput, NotFound
+from models.limits import check_storage_quota, lock_quotas
 from models.settings import get_settings
 from models.statuses import UNFINISHED
-from models.tables import Document, Job, JobDocument
+from models.tables import Document, Job, JobDocument, Tenant
 from plimsoll import estimate_tokens
 
 MAX_NAME_CHARS = 255
@@ -43,7 +44,8 @@ def add_document(session: Session, *, tenant_id: int, name: str, content: str) -
 
 def store_document(session: Session, *, tenant_id: int, name: str, content: str) -> Stored:
     """The tenant's document with this name and text: the one stored already, or a new one."""
-    limit = get_settings().max_document_chars
+    settings = get_settings()
+    limit = settings.max_document_chars
     if not content.strip():
         raise InvalidInput(f"document {name!r} is empty")
     if len(content) > limit:
@@ -58,11 +60,15 @@ def store_document(session: Session, *, tenant_id: int, name: str, content: str)
     existing = session.scalars(same.order_by(Document.id).limit(1)).first()
     if existing is not None:
         return Stored(existing, reused=True)
+    size = len(content.encode("utf-8"))
+    lock_quotas(session, tenant_id)
+    check_storage_quota(session, session.get(Tenant, tenant_id), tenant_id, size, settings)
     document = Document(
         tenant_id=tenant_id,
         name=name,
         content=content,
         chars=len(content),
+        bytes=size,
         token_estimate=estimate_tokens(content),
         content_sha256=digest,
     )

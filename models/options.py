@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from models.integers import MAX_INT
+from models.integers import MAX_INPUT_TOKENS, MAX_INT, MAX_STEPS, MIN_INPUT_TOKENS
 from models.statuses import REPRODUCTIONS, Strategy
 from plimsoll.notices import check_locale
 
@@ -40,20 +40,28 @@ class JobOptions(BaseModel):
     )
     strategy: str = Field(  # not a Strategy: an unknown one is create_job's to refuse, in its own words
         default=Strategy.PLIMSOLL,
-        description=f"{Strategy.PLIMSOLL}, or {' / '.join(REPRODUCTIONS)} to reproduce old failures",
+        description=f"{Strategy.PLIMSOLL}, or {' / '.join(REPRODUCTIONS)} to reproduce old failures (where the "
+        "operator allows reproductions)",
     )
-    safety_net: bool = Field(default=True, description="tell the agent that old tool results are cleared")
+    safety_net: bool = Field(
+        default=True,
+        description="tell the agent that old tool results are cleared (false: where the operator allows reproductions)",
+    )
     compaction: str | None = Field(
         default=None, description="auto: summarize what stages 2-3 would drop; off: drop it (default: auto)"
     )
     max_steps: int | None = Field(
-        default=None, ge=1, le=100_000, description="stop the job after this many steps; default from the settings"
+        default=None,
+        ge=1,
+        le=MAX_STEPS,
+        description="stop the job after this many steps; default and most: the operator's (max_steps_per_job)",
     )
     max_input_tokens: int | None = Field(
         default=None,
-        ge=1_000,
-        le=10**12,
-        description="stop the job before its requests add up to more input tokens; default from the settings",
+        ge=MIN_INPUT_TOKENS,
+        le=MAX_INPUT_TOKENS,
+        description="stop the job before its requests add up to more input tokens; default and most: the "
+        "operator's (max_input_tokens_per_job)",
     )
     allow_retired_model: bool = Field(
         default=False, description="run a new job on a retired model anyway (the provider may refuse it)"

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from models.integers import MAX_INPUT_TOKENS, MAX_STEPS, MIN_INPUT_TOKENS
 from models.prices import PriceOverride
 
 
@@ -81,8 +82,20 @@ class Settings(BaseSettings):
     max_document_chars: int = 2_000_000
     max_instruction_chars: int = 20_000
     max_documents_per_job: int = 500
-    max_steps_per_job: int = 1_000  # the default of a job's step limit
-    max_input_tokens_per_job: int = 50_000_000  # the default of a job's limit on input tokens, over all its steps
+    # A job's step limit and its limit on input tokens over all its steps: the default a job gets and the most it
+    # may ask for (a tenant's own, plimsoll tenant limits, wins).
+    max_steps_per_job: int = Field(default=1_000, ge=1, le=MAX_STEPS)
+    max_input_tokens_per_job: int = Field(default=50_000_000, ge=MIN_INPUT_TOKENS, le=MAX_INPUT_TOKENS)
+    # The strategies that reproduce old failures (legacy, original, unbatched) and safety_net=false, for the
+    # benchmarks: refused unless the operator allows them.
+    allow_reproductions: bool = False
+    # Quotas (0: none; a tenant's own, plimsoll tenant limits, wins): its main jobs waiting queued, and the bytes
+    # (UTF-8) of its stored documents.
+    max_queued_jobs_per_tenant: int = Field(default=1_000, ge=0)
+    max_document_bytes_per_tenant: int = Field(default=10_000_000_000, ge=0)
+    # Requests to the API per API key per minute (0: no limit), counted in the shared Redis (the limiter's, else
+    # the broker's); without one (the embedded service) there is no limit.
+    requests_per_minute_per_key: int = Field(default=600, ge=0)
     max_identical_tool_calls: int = 3  # the agent is warned at this many identical calls; one more ends the job
     # The calibrator may plan with up to 1 / this times the budget (in estimate units) when the model's real
     # counts run consistently under our estimates; 1.0 keeps it one-sided.
@@ -104,6 +117,12 @@ class Settings(BaseSettings):
     # running jobs ends (0: no cap). A tenant's own cap (plimsoll tenant cap) wins.
     max_running_jobs_per_tenant: int = Field(default=10, ge=0)
     default_locale: str = "en"
+
+    def shared_redis_url(self) -> str | None:
+        """The Redis every process of the service shares: PLIMSOLL_LIMITER_URL, else the broker when it is Redis."""
+        if self.limiter_url is None and self.broker_url.startswith(("redis://", "rediss://")):
+            return self.broker_url
+        return self.limiter_url
 
 
 @cache

@@ -74,6 +74,12 @@ class Tenant(Base):
     created_at: Mapped[datetime] = mapped_column(default=now)
     # The most main jobs it may run at once (None: PLIMSOLL_MAX_RUNNING_JOBS_PER_TENANT; 0: no cap).
     max_running_jobs: Mapped[int | None] = mapped_column(default=None)
+    # The operator's limits of this tenant (plimsoll tenant limits), each winning over its setting (None: the
+    # setting's): the most a job may ask for (and its default), and its quotas (0: none).
+    max_steps_per_job: Mapped[int | None] = mapped_column(default=None)  # PLIMSOLL_MAX_STEPS_PER_JOB
+    max_input_tokens_per_job: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    max_queued_jobs: Mapped[int | None] = mapped_column(default=None)  # PLIMSOLL_MAX_QUEUED_JOBS_PER_TENANT
+    max_document_bytes: Mapped[int | None] = mapped_column(BigInteger, default=None)
 
 
 class ApiKey(Base):
@@ -95,6 +101,7 @@ class Document(Base):
     name: Mapped[str] = mapped_column(String(255))
     content: Mapped[str] = mapped_column(Text)
     chars: Mapped[int] = mapped_column(Integer)
+    bytes: Mapped[int] = mapped_column(Integer)  # of its UTF-8 text: what the tenant's storage quota counts
     token_estimate: Mapped[int] = mapped_column(Integer)  # under the default ("claude") profile
     # sha256 of the UTF-8 text: the same text uploaded again under the same name is the same document
     content_sha256: Mapped[str | None] = mapped_column(String(64), default=None)

@@ -11,9 +11,18 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from models.errors import InvalidInput, NotFound
+from models.integers import MAX_ID, MAX_INPUT_TOKENS, MAX_INT, MAX_STEPS, MIN_INPUT_TOKENS
 from models.tables import ApiKey, Tenant, now
 
 KEY_PREFIX = "pls_"
+# The operator's limits a tenant may have of its own (each None: the setting's; models/limits.py): the least and the
+# most each may be.
+LIMITS = {
+    "max_steps_per_job": (1, MAX_STEPS),
+    "max_input_tokens_per_job": (MIN_INPUT_TOKENS, MAX_INPUT_TOKENS),
+    "max_queued_jobs": (0, MAX_INT),  # 0: none
+    "max_document_bytes": (0, MAX_ID),  # 0: none
+}
 
 
 def hash_key(key: str) -> str:
@@ -53,6 +62,11 @@ class TenantRow:
     active_keys: int
     revoked_keys: int
     max_running_jobs: int | None  # its own cap on running jobs (None: the setting's)
+    # its own limits (None: the setting's; models/limits.py)
+    max_steps_per_job: int | None
+    max_input_tokens_per_job: int | None
+    max_queued_jobs: int | None
+    max_document_bytes: int | None
 
 
 def tenants(session: Session) -> list[TenantRow]:
@@ -60,7 +74,15 @@ def tenants(session: Session) -> list[TenantRow]:
     active = func.count(ApiKey.id).filter(ApiKey.revoked_at.is_(None))
     revoked = func.count(ApiKey.id).filter(ApiKey.revoked_at.is_not(None))
     query = (
-        select(Tenant.id, Tenant.name, Tenant.created_at, active, revoked, Tenant.max_running_jobs)
+        select(
+            Tenant.id,
+            Tenant.name,
+            Tenant.created_at,
+            active,
+            revoked,
+            Tenant.max_running_jobs,
+            *(getattr(Tenant, name) for name in LIMITS),
+        )
         .outerjoin(ApiKey, ApiKey.tenant_id == Tenant.id)
         .group_by(Tenant.id)
         .order_by(Tenant.id)
@@ -99,3 +121,17 @@ def set_running_cap(session: Session, *, tenant_id: int, cap: int | None) -> Non
     if tenant is None:
         raise NotFound(f"no tenant {tenant_id}")
     tenant.max_running_jobs = cap
+
+
+def set_limits(session: Session, *, tenant_id: int, limits: dict[str, int | None]) -> None:
+    """The tenant's own limits, by name (``LIMITS``; None: back to the setting's); those not named are kept."""
+    tenant = session.get(Tenant, tenant_id)
+    if tenant is None:
+        raise NotFound(f"no tenant {tenant_id}")
+    for name, value in limits.items():
+        if name not in LIMITS:
+            raise InvalidInput(f"unknown limit {name!r}; known: {', '.join(LIMITS)}")
+        least, most = LIMITS[name]
+        if value is not None and not least <= value <= most:
+            raise InvalidInput(f"{name} must be between {least:,} and {most:,}, not {value:,}")
+        setattr(tenant, name, value)

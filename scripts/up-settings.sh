@@ -17,6 +17,9 @@ export PLIMSOLL_BROKER_URL=${PLIMSOLL_BROKER_URL:-redis://127.0.0.1:6379/0}
 export PLIMSOLL_QUEUE=celery
 export PLIMSOLL_STEP_QUEUE=${PLIMSOLL_STEP_QUEUE:-plimsoll-steps}
 export PLIMSOLL_SENTRY_ENVIRONMENT=${PLIMSOLL_SENTRY_ENVIRONMENT:-local}
+# A service to try Plimsoll on, on one's own machine: the reproductions of old failures are allowed, as the
+# README's journey shows one (a service for others leaves this off, its default).
+export PLIMSOLL_ALLOW_REPRODUCTIONS=${PLIMSOLL_ALLOW_REPRODUCTIONS:-true}
 
 # Where models go (models/endpoints.py): the emulator's own models to the emulator started here; a real model to
 # its provider's API with the key in PLIMSOLL_ANTHROPIC_API_KEY or ANTHROPIC_API_KEY (OpenAI likewise), refused

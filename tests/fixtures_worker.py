@@ -5,6 +5,7 @@ thread pool consuming it, the test PostgreSQL database and the emulator as the m
   environment as in production, for the whole session.
 - ``celery_worker``: a started worker; steps enqueued through ``worker.queue.enqueue_step`` run on it.
 - ``sentry_events``: Sentry initialised with a transport that keeps events in a list (nothing leaves the machine).
+- For the whole session, the service's shared Redis (PLIMSOLL_LIMITER_URL) is the tests' own.
 - Around every test, what the shared rate limiter in Redis learned (limits, the fleet's share, reservations) is
   forgotten, so that one test's limits never throttle the next.
 """
@@ -41,6 +42,14 @@ def worker_environment(database_url: str, emulator: EmulatorServer) -> Iterator[
     }
     with environment(values):
         yield values
+
+
+@pytest.fixture(scope="session", autouse=True)
+def tests_shared_redis() -> Iterator[None]:
+    """What the service keeps in its shared Redis (the API's requests per key, the admission limiter) goes to the
+    tests' own Redis database, in the tests that start no worker too (the settings' default is the broker's)."""
+    with environment({"PLIMSOLL_LIMITER_URL": REDIS_URL}):
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -102,3 +111,11 @@ def _forget_model_facts(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     with database.session() as session:
         session.execute(delete(ModelFacts))
+
+
+@pytest.fixture
+def allow_reproductions() -> Iterator[None]:
+    """The operator's permission (off by default) for the strategies that reproduce old failures and for
+    safety_net=false: the tests of those reproductions turn it on, as their benchmarks do."""
+    with environment({"PLIMSOLL_ALLOW_REPRODUCTIONS": "true"}):
+        yield

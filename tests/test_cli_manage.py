@@ -239,7 +239,7 @@ def test_steps_and_messages_of_another_tenants_job_are_not_found(served: Served,
 # submit: the job's options, its check, and what a refusal leaves behind
 
 
-def test_submit_passes_every_job_option(served: Served, key: str, tmp_path: Path) -> None:
+def test_submit_passes_every_job_option(served: Served, key: str, tmp_path: Path, allow_reproductions: None) -> None:
     (tmp_path / "a.txt").write_text("Alpha.", encoding="utf-8")
 
     outcome = run(
@@ -451,7 +451,8 @@ def test_tenant_list_revoke_and_rotate_key(served: Served, database_url: str) ->
     [row] = [row for row in listed if row["name"] == name]
     assert (row["active_keys"], row["revoked_keys"]) == (1, 2)
     listing = table.stdout.splitlines()
-    assert any(line.split()[1:2] == [name] and line.split()[-3:] == ["1", "2", "default"] for line in listing)
+    own_limits = ["default"] * 5  # its cap on running jobs, steps, input tokens, queued jobs, bytes: the settings'
+    assert any(line.split()[1:2] == [name] and line.split()[-7:] == ["1", "2", *own_limits] for line in listing)
 
     revoked = operator("tenant", "revoke", name, "--database-url", database_url)
 

@@ -20,7 +20,7 @@ from plimsoll import estimate_tokens
 from plimsoll.notices import new_chat_notice
 from tests.support_worker import wait_for
 
-pytestmark = pytest.mark.usefixtures("celery_worker")
+pytestmark = pytest.mark.usefixtures("celery_worker", "allow_reproductions")
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from demo.chapters import chapters
 from emulator import EmulatorServer
 from models.db import Database
 from models.tenants import create_tenant
-from testbed.stack import api_server
+from testbed.stack import api_server, environment
 from tests.support import wait_until
 from tests.support_worker import wait_for
 
@@ -119,7 +119,8 @@ def make_every_shape(contract: Contract, database: Database, emulator: EmulatorS
     # The model's window shrinks under the legacy strategy's requests: the job needs a new chat.
     emulator.configure(limit=40_000)
     russian = {f"legacy-{c.name}": c.text for c in chapters(8, chars=12_000, languages=("ru",))}
-    jobs = {"needs_new_chat": submit(russian, budget=20_000, strategy="legacy")}
+    with environment({"PLIMSOLL_ALLOW_REPRODUCTIONS": "true"}):  # the operator allows the reproduction
+        jobs = {"needs_new_chat": submit(russian, budget=20_000, strategy="legacy")}
     assert wait_for(database, jobs["needs_new_chat"]).status == "needs_new_chat"
     continued = ContinueIn(instruction="Note one fact of each chapter left.")
     jobs["continued"] = contract.read(lambda: contract.client.continue_job(jobs["needs_new_chat"], continued)).id
@@ -170,6 +171,7 @@ def read_every_listing(contract: Contract, jobs: dict[str, int]) -> None:
     documents = contract.read(lambda: client.documents(limit=100))
     contract.read(lambda: client.document(documents.items[0].id))
     contract.read(lambda: client.notices())
+    contract.read(client.models)
     contract.read(client.health)
 
 

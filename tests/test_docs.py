@@ -38,7 +38,8 @@ def test_the_configuration_page_lists_every_setting_with_its_default_and_comment
     for name, info in Settings.model_fields.items():
         assert all(f"`{variable}`" in page for variable in variables(name, info)), name
     assert "| `PLIMSOLL_LEASE_SECONDS` | number, ≥ 3.0 | `30.0` |" in page
-    assert "| `PLIMSOLL_MAX_STEPS_PER_JOB` | integer | `1000` | the default of a job's step limit |" in page
+    assert "| `PLIMSOLL_MAX_STEPS_PER_JOB` | integer, ≥ 1, ≤ 100000 | `1000` |  |" in page
+    assert "\nA job's step limit and its limit on input tokens over all its steps: the default a job gets" in page
     assert "\nEvery unfinished job is picked up again at most about lease + reconcile_every seconds" in page
 
 

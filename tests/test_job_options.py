@@ -41,7 +41,7 @@ def test_every_option_is_a_flag_of_submit_and_every_kept_one_a_column() -> None:
     assert set(JobOptions.KEPT) <= set(Job.__table__.columns.keys())
 
 
-def test_a_continued_job_inherits_the_options_of_the_old_but_its_strategy(api: Api) -> None:
+def test_a_continued_job_inherits_the_options_of_the_old_but_its_strategy(api: Api, allow_reproductions: None) -> None:
     caller = api.tenant()
     document = caller.document("a.txt", "Alpha.")
     old = caller.job([document], **CHOSEN)
@@ -60,7 +60,7 @@ def test_a_continued_job_inherits_the_options_of_the_old_but_its_strategy(api: A
     assert new["limits"] == {"max_steps": CHOSEN["max_steps"], "max_input_tokens": CHOSEN["max_input_tokens"]}
 
 
-def test_an_option_given_to_a_continuation_wins(api: Api) -> None:
+def test_an_option_given_to_a_continuation_wins(api: Api, allow_reproductions: None) -> None:
     caller = api.tenant()
     old = caller.job([caller.document("a.txt", "Alpha.")], **CHOSEN)
     caller.post(f"/v1/jobs/{old['id']}/cancel")

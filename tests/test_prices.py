@@ -16,10 +16,10 @@ import pytest
 from genai_prices import Usage, calc_price
 from pydantic import ValidationError
 
-from bench.stack import environment
 from models.catalogue import CATALOGUE, EMULATOR
 from models.pricing import Unpriced, prices_of
 from models.settings import Settings, get_settings
+from testbed.stack import environment
 
 ROOT = Path(__file__).resolve().parent.parent
 PER_MILLION = 1_000_000

@@ -73,8 +73,9 @@ def test_the_curl_block_uploads_submits_watches_reads_notices_and_continues(
 
 
 def test_the_readme_block_that_provokes_the_too_long_notice(
-    stack: tuple[str, str], tmp_path: Path, emulator_reset: EmulatorServer
+    stack: tuple[str, str], tmp_path: Path, emulator_reset: EmulatorServer, allow_reproductions: None
 ) -> None:
+    # The block runs on the service of `make up`, which allows the legacy strategy (scripts/up-settings.sh).
     block = block_after("To see that notice on purpose", "README.md").replace(
         "http://127.0.0.1:8765", emulator_reset.base_url
     )

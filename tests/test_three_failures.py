@@ -17,7 +17,7 @@ SCALE = Scale(factor=20, subagents=2, chapters_per_subagent=24, anxious_chapters
 
 
 def test_legacy_subagents_outgrow_the_model_and_plimsoll_ones_finish_and_the_safety_net_keeps_the_agent_going(
-    database: Database, database_url: str, emulator_reset: EmulatorServer, celery_worker: Any
+    database: Database, database_url: str, emulator_reset: EmulatorServer, celery_worker: Any, allow_reproductions: None
 ) -> None:
     with database.session() as session:
         _, key = create_tenant(session, name="three-failures-test")

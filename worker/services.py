@@ -42,9 +42,7 @@ def providers(settings: Settings) -> Callable[[Job], Provider]:
 def shared_redis(settings: Settings) -> redis.Redis | None:
     """The Redis every worker on every machine shares (the limiter, the scheduler's lock): PLIMSOLL_LIMITER_URL,
     else the broker when it is Redis; None without one."""
-    url = settings.limiter_url
-    if url is None and settings.broker_url.startswith(("redis://", "rediss://")):
-        url = settings.broker_url
+    url = settings.shared_redis_url()
     return redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0) if url else None
 
 

@@ -1,0 +1,123 @@
+"""The operator's limits on what a tenant asks for: a job's ceilings of steps and input tokens (its defaults too),
+the options only the operator may allow, and the tenant's quotas of queued jobs and stored bytes.
+
+Each limit is the setting's unless the tenant has its own (``plimsoll tenant limits``); a refusal names the limit
+and where it is set, so the person knows whom to ask."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import func, select, text
+from sqlalchemy.orm import Session
+
+from models.errors import InvalidInput
+from models.options import JobOptions
+from models.settings import Settings
+from models.statuses import Strategy
+from models.tables import Document, Job, JobStatus, Tenant
+
+QUOTA_LOCK = 0x504C4D  # the advisory locks' namespace: one lock per tenant while its quotas are counted
+
+
+class OverQuota(Exception):
+    """The tenant has used up a quota: nothing was stored (the API answers 429)."""
+
+
+@dataclass(frozen=True)
+class Limit:
+    value: int
+    where: str  # where it is set: a setting's variable, or the tenant's own command
+
+    def __str__(self) -> str:
+        return f"{self.value:,} ({self.where})"
+
+
+@dataclass(frozen=True)
+class TenantLimits:
+    max_steps: Limit
+    max_input_tokens: Limit
+    max_queued_jobs: Limit  # 0: none
+    max_document_bytes: Limit  # 0: none
+
+
+def limits_of(tenant: Tenant | None, settings: Settings) -> TenantLimits:
+    def limit(own: int | None, setting: str, option: str) -> Limit:
+        if own is not None:
+            return Limit(own, f"the operator's limit for this tenant: plimsoll tenant limits --{option}")
+        return Limit(getattr(settings, setting), f"the operator's setting PLIMSOLL_{setting.upper()}")
+
+    own = tenant or Tenant()
+    return TenantLimits(
+        limit(own.max_steps_per_job, "max_steps_per_job", "max-steps"),
+        limit(own.max_input_tokens_per_job, "max_input_tokens_per_job", "max-input-tokens"),
+        limit(own.max_queued_jobs, "max_queued_jobs_per_tenant", "max-queued-jobs"),
+        limit(own.max_document_bytes, "max_document_bytes_per_tenant", "max-document-bytes"),
+    )
+
+
+def job_limits(options: JobOptions, limits: TenantLimits) -> tuple[int, int]:
+    """(max_steps, max_input_tokens) of a new job: those asked for, at most the ceilings; the ceilings if not."""
+    for asked, ceiling, name in (
+        (options.max_steps, limits.max_steps, "max_steps"),
+        (options.max_input_tokens, limits.max_input_tokens, "max_input_tokens"),
+    ):
+        if asked is not None and asked > ceiling.value:
+            raise InvalidInput(f"{name} {asked:,} is over the ceiling of {ceiling}; ask for at most that")
+    return (
+        limits.max_steps.value if options.max_steps is None else options.max_steps,
+        limits.max_input_tokens.value if options.max_input_tokens is None else options.max_input_tokens,
+    )
+
+
+def check_reproduction(strategy: Strategy, options: JobOptions, settings: Settings) -> None:
+    """The strategies that reproduce old failures, and a job without the safety net, are the operator's to allow."""
+    if settings.allow_reproductions:
+        return
+    asked = [f"strategy={strategy}"] if strategy != Strategy.PLIMSOLL else []
+    asked += [] if options.safety_net else ["safety_net=false"]
+    if asked:
+        raise InvalidInput(
+            f"{' and '.join(asked)} reproduce old failures, for benchmarks: this service does not allow them "
+            "(the operator's setting PLIMSOLL_ALLOW_REPRODUCTIONS)"
+        )
+
+
+def lock_quotas(session: Session, tenant_id: int) -> None:
+    """Until the transaction ends, no other one counts the tenant's quotas: two requests cannot both take the
+    last place. (SQLite writes one transaction at a time anyway.)"""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(
+            text("SELECT pg_advisory_xact_lock(:space, :key)"), {"space": QUOTA_LOCK, "key": tenant_id % 2**31}
+        )
+
+
+def check_queued_quota(session: Session, tenant: Tenant | None, tenant_id: int, settings: Settings) -> None:
+    quota = limits_of(tenant, settings).max_queued_jobs
+    if quota.value == 0:
+        return
+    queued = session.scalar(
+        select(func.count()).where(Job.tenant_id == tenant_id, Job.parent_id.is_(None), Job.status == JobStatus.QUEUED)
+    )
+    if (queued or 0) >= quota.value:
+        raise OverQuota(
+            f"this tenant has {queued:,} jobs queued, its quota of {quota}: submit more once some have started, "
+            "or cancel some"
+        )
+
+
+def check_storage_quota(
+    session: Session, tenant: Tenant | None, tenant_id: int, adding: int, settings: Settings
+) -> None:
+    """``adding`` more bytes of documents fit in the tenant's storage quota."""
+    quota = limits_of(tenant, settings).max_document_bytes
+    if quota.value == 0:
+        return
+    stored = int(
+        session.scalar(select(func.coalesce(func.sum(Document.bytes), 0)).where(Document.tenant_id == tenant_id)) or 0
+    )
+    if stored + adding > quota.value:
+        raise OverQuota(
+            f"this tenant's documents take {stored:,} bytes; {adding:,} more would pass its quota of {quota} "
+            "bytes: delete documents it no longer needs (DELETE /v1/documents/ID, plimsoll documents delete)"
+        )
