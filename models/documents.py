@@ -10,10 +10,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from models.errors import Conflict, InvalidInput, NotFound
-from models.limits import check_storage_quota, lock_quotas
+from models.limits import check_storage_quota, lock_quotas, tenant_limits
 from models.settings import get_settings
 from models.statuses import UNFINISHED
-from models.tables import Document, Job, JobDocument, Tenant
+from models.tables import Document, Job, JobDocument
 from plimsoll import estimate_tokens
 
 MAX_NAME_CHARS = 255
@@ -62,7 +62,7 @@ def store_document(session: Session, *, tenant_id: int, name: str, content: str)
         return Stored(existing, reused=True)
     size = len(content.encode("utf-8"))
     lock_quotas(session, tenant_id)
-    check_storage_quota(session, session.get(Tenant, tenant_id), tenant_id, size, settings)
+    check_storage_quota(session, tenant_id, size, tenant_limits(session, tenant_id, settings))
     document = Document(
         tenant_id=tenant_id,
         name=name,

@@ -14,12 +14,12 @@ from models.documents import documents_of
 from models.endpoints import Endpoint, endpoint_for
 from models.errors import InvalidInput, NotFound
 from models.history import append_messages
-from models.limits import check_queued_quota, check_reproduction, job_limits, limits_of, lock_quotas
+from models.limits import check_queued_quota, check_reproduction, job_limits, lock_quotas, tenant_limits
 from models.model_facts import learned_limits, model_calibration
 from models.options import JobOptions
 from models.settings import Settings, get_settings
 from models.statuses import CALIBRATED, Strategy
-from models.tables import Job, JobDocument, JobKind, JobStatus, Step, Tenant, now
+from models.tables import Job, JobDocument, JobKind, JobStatus, Step, now
 from plimsoll.compaction import POLICIES
 
 COMPACTION = "auto"  # the default: see bench/results/compaction.md
@@ -87,12 +87,12 @@ def create_job(
             f"(its context limit of {spec.context_limit:,} less {spec.max_output_tokens:,} for the reply)"
         )
     if parent is None:
-        tenant = session.get(Tenant, tenant_id)
         check_reproduction(strategy, options, settings)
-        max_steps, max_input_tokens = job_limits(options, limits_of(tenant, settings))
+        limits = tenant_limits(session, tenant_id, settings)
+        max_steps, max_input_tokens = job_limits(options, limits)
         if not check_only:
             lock_quotas(session, tenant_id)
-            check_queued_quota(session, tenant, tenant_id, settings)
+            check_queued_quota(session, tenant_id, limits)
     else:  # a subagent inherits its main job's options, checked when the main job was made
         max_steps = parent.max_steps if options.max_steps is None else options.max_steps
         max_input_tokens = parent.max_input_tokens if options.max_input_tokens is None else options.max_input_tokens

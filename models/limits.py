@@ -29,9 +29,6 @@ class Limit:
     value: int
     where: str  # where it is set: a setting's variable, or the tenant's own command
 
-    def __str__(self) -> str:
-        return f"{self.value:,} ({self.where})"
-
 
 @dataclass(frozen=True)
 class TenantLimits:
@@ -39,6 +36,10 @@ class TenantLimits:
     max_input_tokens: Limit
     max_queued_jobs: Limit  # 0: none
     max_document_bytes: Limit  # 0: none
+
+
+def tenant_limits(session: Session, tenant_id: int, settings: Settings) -> TenantLimits:
+    return limits_of(session.get(Tenant, tenant_id), settings)
 
 
 def limits_of(tenant: Tenant | None, settings: Settings) -> TenantLimits:
@@ -63,7 +64,9 @@ def job_limits(options: JobOptions, limits: TenantLimits) -> tuple[int, int]:
         (options.max_input_tokens, limits.max_input_tokens, "max_input_tokens"),
     ):
         if asked is not None and asked > ceiling.value:
-            raise InvalidInput(f"{name} {asked:,} is over the ceiling of {ceiling}; ask for at most that")
+            raise InvalidInput(
+                f"{name} {asked:,} is over the ceiling of {ceiling.value:,} ({ceiling.where}); ask for at most that"
+            )
     return (
         limits.max_steps.value if options.max_steps is None else options.max_steps,
         limits.max_input_tokens.value if options.max_input_tokens is None else options.max_input_tokens,
@@ -92,8 +95,8 @@ def lock_quotas(session: Session, tenant_id: int) -> None:
         )
 
 
-def check_queued_quota(session: Session, tenant: Tenant | None, tenant_id: int, settings: Settings) -> None:
-    quota = limits_of(tenant, settings).max_queued_jobs
+def check_queued_quota(session: Session, tenant_id: int, limits: TenantLimits) -> None:
+    quota = limits.max_queued_jobs
     if quota.value == 0:
         return
     queued = session.scalar(
@@ -101,23 +104,21 @@ def check_queued_quota(session: Session, tenant: Tenant | None, tenant_id: int, 
     )
     if (queued or 0) >= quota.value:
         raise OverQuota(
-            f"this tenant has {queued:,} jobs queued, its quota of {quota}: submit more once some have started, "
-            "or cancel some"
+            f"this tenant has {queued:,} jobs queued, its quota of {quota.value:,} ({quota.where}): submit more once "
+            "some have started, or cancel some"
         )
 
 
-def check_storage_quota(
-    session: Session, tenant: Tenant | None, tenant_id: int, adding: int, settings: Settings
-) -> None:
+def check_storage_quota(session: Session, tenant_id: int, adding: int, limits: TenantLimits) -> None:
     """``adding`` more bytes of documents fit in the tenant's storage quota."""
-    quota = limits_of(tenant, settings).max_document_bytes
+    quota = limits.max_document_bytes
     if quota.value == 0:
         return
-    stored = int(
-        session.scalar(select(func.coalesce(func.sum(Document.bytes), 0)).where(Document.tenant_id == tenant_id)) or 0
-    )
+    total = select(func.coalesce(func.sum(Document.bytes), 0)).where(Document.tenant_id == tenant_id)
+    stored = int(session.scalar(total) or 0)
     if stored + adding > quota.value:
         raise OverQuota(
-            f"this tenant's documents take {stored:,} bytes; {adding:,} more would pass its quota of {quota} "
-            "bytes: delete documents it no longer needs (DELETE /v1/documents/ID, plimsoll documents delete)"
+            f"this tenant's documents take {stored:,} bytes; {adding:,} more would pass its quota of "
+            f"{quota.value:,} bytes ({quota.where}): delete documents it no longer needs (DELETE /v1/documents/ID, "
+            "plimsoll documents delete)"
         )

@@ -22,6 +22,13 @@ from models.settings import Settings
 
 SOURCE = "genai-prices"
 OPERATOR = "PLIMSOLL_PRICES"
+THEIR_NAMES = {  # our rates by genai-prices' names (its ModelPrice's attributes)
+    "input": "input_mtok",
+    "output": "output_mtok",
+    "cache_write_5m": "cache_write_mtok",
+    "cache_write_1h": "cache_write_1h_mtok",
+    "cache_read": "cache_read_mtok",
+}
 
 
 @dataclass(frozen=True)
@@ -128,14 +135,7 @@ def _published(name: str, at: datetime) -> Prices | None:
     price = found.get_prices(at)
     if price.__dict__.get("input_mtok") is None or price.__dict__.get("output_mtok") is None:
         return None
-    fields_of = {
-        "input": "input_mtok",
-        "output": "output_mtok",
-        "cache_write_5m": "cache_write_mtok",
-        "cache_write_1h": "cache_write_1h_mtok",
-        "cache_read": "cache_read_mtok",
-    }
-    raw = {ours: price.__dict__.get(theirs) for ours, theirs in fields_of.items()}
+    raw = {ours: price.__dict__.get(theirs) for ours, theirs in THEIR_NAMES.items()}
     starts = sorted({t.start for p in raw.values() if isinstance(p, types.TieredPrices) for t in p.tiers})
 
     def at_size(tokens: int) -> Rates:

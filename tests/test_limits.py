@@ -153,8 +153,8 @@ def test_the_storage_quota_counts_utf8_bytes_and_stores_nothing_of_an_upload_tha
 
     assert refused.status_code == 429
     assert refused.json()["detail"] == (
-        f"this tenant's documents take {size:,} bytes; {size + 7:,} more would pass its quota of {2 * size:,} (the "
-        "operator's limit for this tenant: plimsoll tenant limits --max-document-bytes) bytes: delete documents it "
+        f"this tenant's documents take {size:,} bytes; {size + 7:,} more would pass its quota of {2 * size:,} bytes "
+        "(the operator's limit for this tenant: plimsoll tenant limits --max-document-bytes): delete documents it "
         "no longer needs (DELETE /v1/documents/ID, plimsoll documents delete)"
     )
     assert [d.name for d in stored(database, caller.tenant_id)] == ["one.txt"]
