@@ -9,8 +9,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from click.testing import Result
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from api.client import ApiError, PlimsollClient
 from cli.main import app as cli
@@ -82,8 +81,12 @@ def test_tenant_limits_are_set_shown_listed_enforced_and_reset(
     listing = run("tenant", "list", "--database-url", database_url).stdout.splitlines()
     headers = {"X-API-Key": key}
     check = httpx.post(f"{served.url}/v1/jobs/check", headers=headers, json={"instruction": "Read."}).json()
+    uploaded = httpx.post(f"{served.url}/v1/documents", headers=headers, json={"name": "a.txt", "content": "Alpha."})
+    ids = [uploaded.json()["documents"][0]["id"]]
     over = httpx.post(
-        f"{served.url}/v1/jobs", headers=headers, json={"instruction": "Read.", "max_input_tokens": 1_000_001}
+        f"{served.url}/v1/jobs",
+        headers=headers,
+        json={"instruction": "Read.", "document_ids": ids, "max_input_tokens": 1_000_001},
     )
 
     assert changed.exit_code == 0, changed.output

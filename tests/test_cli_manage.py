@@ -567,7 +567,9 @@ def test_an_unknown_strategy_or_compaction_is_a_usage_error(
     assert documents_of(served.database, key) == []  # nothing sent
 
 
-def test_the_command_takes_every_strategy_and_compaction_of_the_api(served: Served, key: str, tmp_path: Path) -> None:
+def test_the_command_takes_every_strategy_and_compaction_of_the_api(
+    served: Served, key: str, tmp_path: Path, allow_reproductions: None
+) -> None:
     (tmp_path / "a.txt").write_text("Alpha.", encoding="utf-8")
     assert set(Compaction) == set(POLICIES)  # the engine's, every one
     helped = operator("submit", "--help")

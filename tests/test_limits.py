@@ -5,6 +5,7 @@ tenant's quotas of queued jobs and stored bytes."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -24,8 +25,12 @@ def api(database: Database) -> Iterator[Api]:
         yield api
 
 
+def document(caller: Caller) -> list[int]:
+    return [caller.document("a.txt", "Alpha.")]  # stored once: the same name and text again is the same document
+
+
 def submit(caller: Caller, **fields: object) -> tuple[int, str]:
-    response = caller.post("/v1/jobs", json={"instruction": "Read.", "document_ids": [], **fields})
+    response = caller.post("/v1/jobs", json={"instruction": "Read.", "document_ids": document(caller), **fields})
     return response.status_code, response.json().get("detail", "")
 
 
@@ -34,8 +39,8 @@ def test_the_default_ceilings_are_the_defaults_and_the_most_a_job_may_ask(api: A
     settings = get_settings()
     assert (settings.max_steps_per_job, settings.max_input_tokens_per_job) == (1_000, 50_000_000)
 
-    job = caller.job([])
-    at_the_ceiling = caller.job([], max_steps=1_000, max_input_tokens=50_000_000)
+    job = caller.job(document(caller))
+    at_the_ceiling = caller.job(document(caller), max_steps=1_000, max_input_tokens=50_000_000)
     steps = submit(caller, max_steps=1_001)
     tokens = submit(caller, max_input_tokens=50_000_001)
     checked = caller.post("/v1/jobs/check", json={"instruction": "Read.", "max_steps": 1_001})
@@ -69,8 +74,8 @@ def test_a_lowered_setting_is_the_ceiling_and_a_tenants_own_wins(api: Api, datab
     )
 
 
-def caller_limits(caller: Caller, **fields: object) -> int:
-    return int(caller.job([], **fields)["limits"]["max_steps"])
+def caller_limits(caller: Caller, **fields: Any) -> int:
+    return int(caller.job(document(caller), **fields)["limits"]["max_steps"])
 
 
 @pytest.mark.parametrize(
@@ -124,7 +129,7 @@ def test_a_tenants_own_quota_of_queued_jobs_counts_its_main_jobs_while_queued(ap
     caller, other = api.tenant(), api.tenant()
     with database.session() as session:
         set_limits(session, tenant_id=caller.tenant_id, limits={"max_queued_jobs": 2})
-    first, _second = caller.job([]), caller.job([])
+    first, _second = caller.job(document(caller)), caller.job(document(caller))
 
     refused = submit(caller)
     others = submit(other)  # another tenant's quota is its own

@@ -126,7 +126,7 @@ def test_the_operator_sets_prices_field_by_field_over_the_published_ones(default
     assert gpt.rates.output == 9 and gpt.rates.input == published.rates.input
     assert (gpt.source, gpt.since) == (f"PLIMSOLL_PRICES over {published.source}", date(2026, 12, 1))
     assert (emulator.priced_as, emulator.source, emulator.rates.input, emulator.rates.output) == (
-        "plimsoll-emulator", "PLIMSOLL_PRICES", 1, 4,
+        "plimsoll-emulator", "PLIMSOLL_PRICES", Decimal(1), Decimal(4),
     )  # fmt: skip
     assert emulator.rates.cache_read == emulator.rates.cache_write_5m == 1  # no cache prices: as input
     assert (open_model.rates.input, open_model.rates.cache_read, open_model.source) == (
