@@ -54,30 +54,22 @@ class ModelSpec:
         return self.retires is not None and (today or datetime.now(UTC).date()) >= self.retires
 
 
+EMULATED: tuple[tuple[str, Provider], ...] = (
+    ("plimsoll-emulator", "anthropic"),
+    ("plimsoll-emulator-openai", "openai"),
+)
+
+
+def _emulated(name: str, provider: Provider) -> ModelSpec:
+    """A model of the bundled emulator, answered at PLIMSOLL_EMULATOR_URL and keeping its estimates."""
+    return ModelSpec(name, provider, 1_000_000, 400_000, "cl100k", 16_000, exact_counts=False, base_url=EMULATOR)
+
+
 CATALOGUE: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
-        # The bundled emulator: Anthropic's wire format, counting with cl100k, the 1M limit of the write-up.
-        ModelSpec(
-            "plimsoll-emulator",
-            "anthropic",
-            1_000_000,
-            400_000,
-            "cl100k",
-            16_000,
-            exact_counts=False,
-            base_url=EMULATOR,
-        ),
-        ModelSpec(
-            "plimsoll-emulator-openai",
-            "openai",
-            1_000_000,
-            400_000,
-            "cl100k",
-            16_000,
-            exact_counts=False,
-            base_url=EMULATOR,
-        ),
+        # The bundled emulator, on both wire formats: counting with cl100k, the 1M limit of the write-up.
+        *(_emulated(name, provider) for name, provider in EMULATED),
         # Anthropic's current models, as the installed SDK lists them. The limits here are a cautious fallback:
         # the worker learns the real ones from the Models API (worker/model_limits.py).
         ModelSpec("claude-opus-5-5", "anthropic", 200_000, 160_000, "claude", 16_000),
