@@ -1,6 +1,6 @@
 """Compaction against no compaction and a summarize-everything baseline: ``python -m bench.compaction [--scale N]``.
 
-Jobs run step by step through the worker's own code (``worker.runner.run_step``) on PostgreSQL, against the
+Jobs run step by step through the worker's own code (``worker.step.run_step``) on PostgreSQL, against the
 model emulator over HTTP with the official Anthropic SDK; the emulator counts with a real tokenizer and
 caches prompts as Anthropic does. Two workloads where stage 1 (clearing old tool results) is not enough:
 
@@ -42,7 +42,7 @@ from models.tables import Document, Job, JobDocument, JobKind, Summary
 from models.tenants import create_tenant
 from testbed.stack import bundled_emulator, fresh_database
 from worker.providers import AnthropicProvider
-from worker.runner import Services, run_step
+from worker.step import Services, run_step
 
 RESULTS = Path(__file__).resolve().parent / "results"
 POLICIES = ("off", "auto", "summarize_all")

@@ -25,7 +25,7 @@ from models.tables import Job, JobKind
 from models.tenants import create_tenant
 from testbed.stack import bundled_emulator, fresh_database
 from worker.providers import AnthropicProvider
-from worker.runner import Services, run_step
+from worker.step import Services, run_step
 
 SIZES = (10, 100, 1_000)
 STEPS = 7

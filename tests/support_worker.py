@@ -21,7 +21,7 @@ from models.tenants import create_tenant
 from tests.support import wait_until
 from worker.providers.base import Provider, Reply
 from worker.queue import enqueue_step
-from worker.runner import Outcome, Services, run_step
+from worker.step import Outcome, Services, run_step
 
 
 def submit(

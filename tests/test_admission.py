@@ -21,7 +21,7 @@ from worker.admission import MARGIN, Limiter, Ticket, planned_input
 from worker.providers import AnthropicProvider
 from worker.providers.base import Usage
 from worker.rate_limits import Budget, model_class, stated_limits
-from worker.runner import run_step
+from worker.step import run_step
 
 
 @pytest.fixture

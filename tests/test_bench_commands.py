@@ -15,7 +15,7 @@ from estimate_fit.trajectories import trajectory_conversations
 def test_the_worker_overhead_benchmark_times_every_size(
     capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="worker.runner")
+    caplog.set_level(logging.WARNING, logger="worker.step")
     worker_overhead.main()
     out = capsys.readouterr().out
     for stored in ("| 10 |", "| 100 |", "| 1,000 |"):

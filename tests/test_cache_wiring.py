@@ -11,7 +11,7 @@ from pathlib import Path
 from demo.run import run_demo
 from models.tables import Step
 from worker.providers.cache_breakpoints import with_cache_breakpoints
-from worker.runner import cache_view
+from worker.step.plan import cache_view
 
 SENT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

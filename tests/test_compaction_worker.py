@@ -25,7 +25,7 @@ from tests.support_worker import services, with_options
 from worker.errors import TooLong
 from worker.providers import AnthropicProvider
 from worker.providers.base import Reply
-from worker.runner import run_step
+from worker.step import run_step
 
 INSTRUCTION = "Read every document and write a summary of each document in your own message; then report."
 

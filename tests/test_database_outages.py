@@ -19,7 +19,7 @@ from tests.support_worker import Held, in_thread, new_job, services
 from tests.tcp_proxy import CuttableProxy
 from worker.outages import DatabaseUnavailable, first_report_of_outage, gives_up_on_outage, outage_over
 from worker.providers import AnthropicProvider
-from worker.runner import run_step
+from worker.step import run_step
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def test_an_outage_is_reported_once_however_many_deliveries_give_up(client: redi
 def test_a_paid_reply_dropped_after_the_wait_is_logged_with_its_usage(
     database_url: str, emulator_reset: EmulatorServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.ERROR, logger="worker.runner")
+    caplog.set_level(logging.ERROR, logger="worker.step")
     assert Settings().store_retry_seconds >= 120  # the default wait; lowered here to see the end of it
     url = make_url(database_url)
     with CuttableProxy((url.host or "127.0.0.1", url.port or 5432)) as proxy:

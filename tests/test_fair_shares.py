@@ -32,7 +32,7 @@ from worker.fairness import priority_lists, step_priority
 from worker.metrics_server import oldest_queued_seconds
 from worker.providers import AnthropicProvider
 from worker.queue import enqueue_step
-from worker.runner import run_step
+from worker.step import run_step
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from worker.errors import Transient
 from worker.lease import Heartbeat
 from worker.providers import AnthropicProvider, OpenAIProvider, timeouts
 from worker.providers.base import Timeouts
-from worker.runner import run_step
+from worker.step import run_step
 
 HELLO = [{"role": "user", "content": "Hello."}]
 

@@ -19,7 +19,7 @@ from tests.support_worker import new_job, services, submit, wait_for
 from worker.errors import RateLimited, Transient
 from worker.providers import AnthropicProvider
 from worker.routing import JITTER, rate_limit_delay, route
-from worker.runner import run_step
+from worker.step import run_step
 
 DEFAULT_WAIT = Settings().rate_limit_max_wait_seconds
 LIMITED = RateLimited("rate limited", status=429, provider="anthropic", retry_after=3.0)

@@ -19,7 +19,7 @@ from tests.support_worker import Held, in_thread, new_job, run_to_end, services
 from tests.tcp_proxy import CuttableProxy
 from worker.lease import MAX_BACKOFF, reconcile
 from worker.providers import AnthropicProvider
-from worker.runner import run_step
+from worker.step import run_step
 
 
 def test_a_step_delivered_twice_at_once_is_stored_once(database: Database, emulator_reset: EmulatorServer) -> None:

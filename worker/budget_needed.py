@@ -1,5 +1,5 @@
 """What budget a job would need, measured from its own history: named in the notices of a job whose budget could
-not hold its work (worker/runner.py), so that the person can submit it again with one that does.
+not hold its work (worker/step/endings.py), so that the person can submit it again with one that does.
 
 A request must carry the fixed parts (the system prompt, the tool schemas, the first message), the agent's notes
 (what it wrote itself, which clearing never removes and a summary keeps), and the newest tool results whole. The

@@ -3,7 +3,7 @@ and the same reconciler, run on a timer instead of Celery beat.
 
 As under Celery, a step that meets a database outage is tried again with the worker's backoff, at most
 ``max_transient_retries`` times, and then left to the reconciler. A step that raises anything else (a defect) fails
-its job, as under Celery (``worker.runner.fail_after_internal_error``): one event to Sentry, through its scrubbing,
+its job, as under Celery (``worker.step.fail_after_internal_error``): one event to Sentry, through its scrubbing,
 a scrubbed traceback in the log, and the thread goes on with the next step.
 """
 
@@ -20,7 +20,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 
 from worker.lease import reconcile
 from worker.outages import DatabaseUnavailable, backoff_wait
-from worker.runner import Enqueue, Services, fail_after_internal_error, run_step
+from worker.step import Enqueue, Services, fail_after_internal_error, run_step
 from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from models.tables import Job
 from worker.admission import Limiter
 from worker.providers import make_provider, timeouts
 from worker.providers.base import Provider
-from worker.runner import Enqueue, Services
+from worker.step import Enqueue, Services
 
 
 def providers(settings: Settings) -> Callable[[Job], Provider]:

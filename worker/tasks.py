@@ -31,9 +31,9 @@ from worker.outages import (
     outage_over,
 )
 from worker.routing import JITTER, backoff_delay
-from worker.runner import Services, fail_after_internal_error, run_step
 from worker.sentry import init_sentry
 from worker.services import make_services, shared_redis
+from worker.step import Services, fail_after_internal_error, run_step
 
 logger = logging.getLogger(__name__)
 

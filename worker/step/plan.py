@@ -1,0 +1,146 @@
+"""Plan: the request of a job's next step within its budget, over its latest summary, or a summary request when a
+compaction is due (worker/compaction.py); the delegate results it waits for are gathered first."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from models.endpoints import host_of
+from models.history import message_index
+from models.jobs import last_step
+from models.statuses import CALIBRATED
+from models.tables import Job, Step, Strategy, now
+from plimsoll import CacheView, Calibrator, DoesNotFit, Outline, Plan, estimate_tokens, outline, plan, plan_cached
+from plimsoll.fitting import Batching
+from plimsoll.messages import BLOCK_OVERHEAD, MESSAGE_OVERHEAD
+from worker.admission import planned_input
+from worker.compaction import compose
+from worker.legacy import legacy_plan
+from worker.prompts import system_prompt
+from worker.step.results import Planned
+from worker.step.services import Services
+from worker.step.subagents import delegate_results
+from worker.tools import tools_for
+
+
+class NothingFits(Exception):
+    """Even the smallest request we may send is over the budget; ``first_fits`` says whether the job's first
+    message with its newest round of tool results fits the job's budget (if not, the budget is too small, not
+    the conversation too long: a new chat would not fit either)."""
+
+    def __init__(
+        self, error: DoesNotFit, carried: list[dict[str, Any]], *, smallest: int, factor: float, budget: int
+    ) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.carried = carried
+        self.smallest, self.factor = smallest, factor  # that request's estimate, and the calibration factor
+        self.first_fits = smallest <= budget
+
+
+def prepare(session: Session, job: Job, services: Services) -> Planned | None:
+    """The request of the job's next step; None while subagents it waits for are still at work."""
+    outlines = message_index(session, job.id)
+    carried: list[dict[str, Any]] = []
+    if outlines[-1].role == "assistant" and outlines[-1].tool_uses:
+        results = delegate_results(session, job, outlines[-1].tool_uses, len(outlines) - 1)
+        if results is None:
+            return None
+        carried = [results]
+    every = [*outlines, *(outline(m, job.profile) for m in carried)]
+    system, tools = system_prompt(job), tools_for(job)
+    overhead = request_overhead(system, tools, job.profile)
+    calibrator = Calibrator.from_dict(job.calibration, floor=services.settings.calibration_floor)
+    factor = calibrator.factor if job.strategy in CALIBRATED else 1.0
+    planning_budget = int(job.budget / factor)
+    previous = last_step(session, job.id)
+    cache = cache_view(previous, ttl_seconds=services.settings.cache_ttl_seconds, at=now())
+    planner = partial(_plan, job, budget=planning_budget, overhead=overhead, cache=cache)
+    try:  # over the job's latest summary; a summary request instead when a compaction is due
+        composed = compose(
+            session,
+            job,
+            every,
+            carried,
+            planner,
+            budget=planning_budget,
+            overhead=overhead,
+            cache_ttl_seconds=services.settings.cache_ttl_seconds,
+        )
+    except DoesNotFit as error:
+        # A new chat starts from the first message (its hand-over repeats the instruction) and needs a round of
+        # tool results to get anywhere: if the job's budget cannot hold those, a new chat would fail as well.
+        newest_round = next((i for i in range(len(every) - 1, 0, -1) if every[i].role == "assistant"), len(every))
+        smallest = every[0].tokens + overhead + sum(o.tokens for o in every[newest_round:])
+        raise NothingFits(error, carried, smallest=smallest, factor=factor, budget=planning_budget) from error
+    return Planned(
+        step=job.step,
+        strategy=job.strategy,
+        provider=services.provider_for(job),
+        provider_name=job.provider,
+        endpoint=host_of(job.endpoint) if job.endpoint else "",
+        model=job.model,
+        max_tokens=composed.max_tokens or job.max_output_tokens,
+        system=system if composed.system is None else composed.system,
+        tools=tools if composed.tools is None else composed.tools,
+        request=composed.request,
+        chosen=composed.plan,
+        planning_budget=planning_budget,
+        factor=factor,
+        carried=carried,
+        breakpoints=composed.breakpoints,
+        compaction=composed.compaction,
+        tenant_id=job.tenant_id,
+        counted_input=planned_input(
+            tokens=int(composed.plan.tokens * factor),
+            provider=job.provider,
+            cached_prefix=_cached_prefix(previous, cache, composed.plan),
+        ),
+    )
+
+
+def _cached_prefix(previous: Step | None, cache: CacheView, chosen: Plan) -> int:
+    """The tokens the request should read from the prompt cache: what the previous request read from it or wrote
+    to it, if the cache is still warm and the plan clears nothing new; otherwise taken as none."""
+    if previous is None or previous.reported_input_tokens is None or cache.cold:
+        return 0
+    if set(chosen.cleared) != set(cache.previous_cleared or ()):
+        return 0
+    return previous.cache_read_tokens + previous.cache_write_tokens
+
+
+def _plan(
+    job: Job, every: list[Outline], *, budget: int, overhead: int, cache: CacheView
+) -> tuple[Plan, tuple[int, ...]]:
+    """What the next request sends, and where the provider's cache breakpoints go (empty: the adapter's own).
+    Plimsoll's strategy clears where the prompt cache makes it cheapest, from what it knows of the previous
+    request; the reproductions of the published failures fit as they did."""
+    if job.strategy == Strategy.LEGACY:
+        return legacy_plan(every, budget, profile=job.profile, overhead=overhead), ()
+    if job.strategy == Strategy.PLIMSOLL:
+        cached = plan_cached(every, budget, profile=job.profile, overhead=overhead, cache=cache)
+        return cached.plan, cached.breakpoints
+    batching: Batching = "one" if job.strategy == Strategy.UNBATCHED else "four"
+    return plan(every, budget, profile=job.profile, overhead=overhead, batching=batching), ()
+
+
+def cache_view(previous: Step | None, *, ttl_seconds: float, at: datetime) -> CacheView:
+    """What the prompt cache holds of a job, as far as its previous request tells: what that request cleared
+    and how long ago it was sent."""
+    if previous is None or previous.reported_input_tokens is None:  # nothing was sent, or nothing came back
+        return CacheView(ttl_seconds=ttl_seconds)
+    sent = previous.created_at if previous.created_at.tzinfo else previous.created_at.replace(tzinfo=UTC)
+    idle = (at - sent).total_seconds()
+    return CacheView(ttl_seconds=ttl_seconds, idle_seconds=idle, previous_cleared=tuple(previous.cleared))
+
+
+def request_overhead(system: str, tools: Sequence[dict[str, Any]], profile: str) -> int:
+    """Estimated tokens of the system prompt and the tool schemas, with their framing."""
+    schemas = sum(estimate_tokens(json.dumps(tool, ensure_ascii=False), profile) + BLOCK_OVERHEAD for tool in tools)
+    return estimate_tokens(system, profile) + MESSAGE_OVERHEAD + BLOCK_OVERHEAD + schemas + MESSAGE_OVERHEAD

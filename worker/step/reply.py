@@ -1,0 +1,160 @@
+"""The reply: its usage counted and measured, then what it asks for. A summary ends a compaction step; tool calls
+are run (or the agent, repeating itself, is stopped) and delegations start subagents; a reply cut off at the output
+limit is asked to go on; otherwise it is the job's answer. The step is recorded and the next one woken."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from models.history import append_messages, message_bodies
+from models.jobs import end_job
+from models.statuses import CALIBRATED
+from models.tables import Job, JobStatus, Message
+from worker.lease import release
+from worker.providers.base import Reply
+from worker.runaway import Repeats, count_calls, fingerprint, with_warning
+from worker.step.claim import current
+from worker.step.endings import needed_budget, stop
+from worker.step.records import observe, step_record
+from worker.step.results import Decided, Outcome, Planned, Wake
+from worker.step.services import Services
+from worker.step.subagents import finish_with_parts, start_subagent, wake_parent
+from worker.step.summary import compaction_done
+from worker.tools import Delegation, result, run_tool
+
+CONTINUE_AFTER_CUT_OFF = "(Your reply was cut off at the output limit. Continue exactly where it stopped.)"
+MAX_CONTINUATIONS = 3  # a reply cut off this many times running is taken as the answer, not asked for again
+
+
+def answered(
+    session: Session, *, job_id: int, planned: Planned, reply: Reply, services: Services, started: float
+) -> Decided:
+    """Store the reply and what follows from it, if the job is still at the step this reply answers."""
+    job = current(session, job_id, planned.step)
+    if isinstance(job, Decided):
+        return job
+    usage = reply.usage
+    job.input_tokens += usage.input_tokens
+    job.output_tokens += usage.output_tokens
+    job.cache_read_tokens += usage.cache_read_tokens
+    job.cache_write_tokens += usage.cache_write_tokens
+    if job.strategy in CALIBRATED and planned.chosen.tokens > 0:
+        observe(session, job, estimated=planned.chosen.tokens, reported=usage.total_input)
+    if planned.compaction is not None:
+        return compaction_done(session, job, planned, services, reply=reply)
+    step = planned.step + 1
+    new_messages: list[dict[str, Any]] = [*planned.carried, {"role": "assistant", "content": reply.content}]
+    calls = [block for block in reply.content if block.get("type") == "tool_use"]
+    action: Literal["continued", "finished"] = "continued"
+    if calls:
+        ran = _tool_calls(session, job, calls, new_messages, step=step, services=services)
+        if isinstance(ran, Decided):  # the agent repeated itself and was stopped
+            session.add(step_record(job, planned, step, reply=reply, seconds=planned.seconds))
+            return ran
+        wake = ran
+    elif reply.stop_reason == "max_tokens" and len(_cut_off_answers(session, job)) < MAX_CONTINUATIONS:
+        append_messages(session, job, [*new_messages, {"role": "user", "content": CONTINUE_AFTER_CUT_OFF}], step=step)
+        wake = [(job.id, step, None)]
+    else:
+        wake, action = _answer(session, job, reply, new_messages, step=step), "finished"
+    job.step, job.attempts, job.rate_limited_since = step, 0, None
+    if action == "continued":
+        release(job, seconds=services.settings.lease_seconds)
+    seconds = planned.seconds + time.perf_counter() - started
+    session.add(step_record(job, planned, step, reply=reply, seconds=seconds))
+    outcome = Outcome(
+        job.id,
+        action,
+        step,
+        job.status,
+        stage=planned.chosen.stage,
+        estimated_tokens=planned.chosen.tokens,
+        reported_tokens=usage.total_input,
+    )
+    return Decided(outcome, wake)
+
+
+def _tool_calls(
+    session: Session,
+    job: Job,
+    calls: list[dict[str, Any]],
+    new_messages: list[dict[str, Any]],
+    *,
+    step: int,
+    services: Services,
+) -> list[Wake] | Decided:
+    """Run the reply's tool calls and store their results, waking the job; delegations start subagents instead,
+    which wake the job when they end. A call repeated too often stops the job (worker/runaway.py)."""
+    limit = services.settings.max_identical_tool_calls
+    repeats = count_calls(job.tool_calls, calls, limit=limit)
+    job.tool_calls = repeats.counts
+    if repeats.over:
+        return _repeating(session, job, calls, new_messages, repeats, step=step, services=services)
+    outputs = [run_tool(session, job, call) for call in calls]
+    delegations = [o for o in outputs if isinstance(o, Delegation)]
+    if delegations:
+        append_messages(session, job, new_messages, step=step)
+        return [(start_subagent(session, job, d).id, 0, None) for d in delegations]
+    results = [
+        with_warning(o, tool=c.get("name", "?"), times=limit) if c["id"] in repeats.warn else o
+        for c, o in zip(calls, outputs, strict=True)
+        if not isinstance(o, Delegation)
+    ]
+    append_messages(session, job, [*new_messages, {"role": "user", "content": results}], step=step)
+    return [(job.id, step, None)]
+
+
+def _repeating(
+    session: Session,
+    job: Job,
+    calls: list[dict[str, Any]],
+    new_messages: list[dict[str, Any]],
+    repeats: Repeats,
+    *,
+    step: int,
+    services: Services,
+) -> Decided:
+    """The agent made the same call too often: its calls are answered as not run and the job stops, saying so (and
+    naming a budget that would hold the results, where the job's could not)."""
+    unrun = [result(c["id"], "Not run: the same call was made too often.", error=True) for c in calls]
+    append_messages(session, job, [*new_messages, {"role": "user", "content": unrun}], step=step)
+    job.step = step
+    tool, times = repeats.over[0].get("name", "?"), repeats.counts[fingerprint(repeats.over[0])]
+    why = f"stopped: the agent called {tool} with the same input {times} times"
+    needed = needed_budget(session, job, services)
+    if needed > job.budget:  # results were left out before the agent could use them: the budget's fault
+        why += f"; its budget of {job.budget:,} tokens cannot hold its results with its notes ({needed:,} would)"
+        return stop(session, job, why, "repeating_budget", tool=tool, times=times, budget=job.budget, needed=needed)
+    return stop(session, job, why, "repeating", tool=tool, times=times)
+
+
+def _answer(session: Session, job: Job, reply: Reply, new_messages: list[dict[str, Any]], *, step: int) -> list[Wake]:
+    """The job's answer, in parts if it was cut off at the output limit: the job ends, waking its parent."""
+    earlier = _cut_off_answers(session, job)
+    append_messages(session, job, new_messages, step=step)
+    answer = "".join([*earlier, _text(reply.content)]).strip()
+    if reply.stop_reason == "refusal":
+        end_job(job, JobStatus.FAILED, error="the model refused the task")
+    else:
+        job.final_answer = answer
+        finish_with_parts(session, job)
+    return wake_parent(session, job)
+
+
+def _cut_off_answers(session: Session, job: Job) -> list[str]:
+    """The texts of the replies cut off at the output limit at the end of the stored history, oldest first."""
+    last = session.scalar(select(func.max(Message.seq)).where(Message.job_id == job.id)) or 0
+    bodies = message_bodies(session, job.id, range(max(1, last - 2 * MAX_CONTINUATIONS), last + 1))
+    parts: list[str] = []
+    while last > 1 and bodies.get(last, {}).get("content") == CONTINUE_AFTER_CUT_OFF and last - 1 in bodies:
+        parts.insert(0, _text(bodies[last - 1]["content"]))
+        last -= 2
+    return parts
+
+
+def _text(content: list[dict[str, Any]]) -> str:
+    return "\n".join(b["text"] for b in content if b.get("type") == "text")

@@ -1,0 +1,80 @@
+"""Subagents: the ones a reply delegates to, the results their parent waits for, and how the parent ends."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from models.history import message_bodies
+from models.jobs import children_of, create_job, end_job
+from models.options import JobOptions
+from models.tables import Job, JobKind, JobStatus
+from plimsoll.notices import stopped_notice
+from worker.step.records import notify
+from worker.step.results import Wake
+from worker.tools import Delegation, result, run_tool
+
+
+def start_subagent(session: Session, job: Job, delegation: Delegation) -> Job:
+    return create_job(
+        session,
+        tenant_id=job.tenant_id,
+        instruction=delegation.task,
+        document_ids=[d.document_id for d in job.documents],
+        options=JobOptions.of(job),  # the limits set on a main job hold for each of its parts too
+        kind=JobKind.SUBAGENT,
+        parent=job,
+        parent_tool_use_id=delegation.tool_use_id,
+    )
+
+
+def delegate_results(session: Session, job: Job, calls: Sequence[str], seq: int) -> dict[str, Any] | None:
+    """The results message answering a message of delegate calls, or None while a subagent still works."""
+    children = {child.parent_tool_use_id: child for child in children_of(session, job.id)}
+    blocks = []
+    for call in calls:
+        child = children.get(call)
+        if child is None:  # not a delegation: a tool that ran beside one, run again now
+            blocks.append(run_tool(session, job, _stored_call(session, job, seq, call)))
+            continue
+        status = child.status
+        if not status.finished:
+            return None
+        if status == JobStatus.SUCCEEDED:
+            blocks.append(result(call, child.final_answer or "(the subagent gave no answer)"))
+        else:
+            blocks.append(result(call, f"The subagent did not finish: {why_unfinished(child)}.", error=True))
+    return {"role": "user", "content": [b for b in blocks if isinstance(b, dict)]}
+
+
+def _stored_call(session: Session, job: Job, seq: int, tool_use_id: str) -> dict[str, Any]:
+    content = message_bodies(session, job.id, [seq])[seq]["content"]
+    return next(b for b in content if b.get("type") == "tool_use" and b["id"] == tool_use_id)
+
+
+def finish_with_parts(session: Session, job: Job) -> None:
+    """A job that answered succeeded, unless some of its subagents did not finish: then it is incomplete,
+    and the person is told which parts are missing and why."""
+    missing = [c for c in children_of(session, job.id) if c.status != JobStatus.SUCCEEDED]
+    if not missing:
+        end_job(job, JobStatus.SUCCEEDED)
+        return
+    parts = "; ".join(f"subagent {c.id} ({why_unfinished(c)})" for c in missing)
+    end_job(job, JobStatus.INCOMPLETE, error=f"{len(missing)} of its subagents did not finish: {parts}")
+    notify(session, job, stopped_notice("incomplete", job.locale, parts=parts))
+
+
+def why_unfinished(job: Job) -> str:
+    return {
+        JobStatus.NEEDS_NEW_CHAT: "its conversation grew too long for the model",
+        JobStatus.CANCELLED: "it was cancelled",
+        JobStatus.INCOMPLETE: "parts of it did not finish",
+    }.get(job.status, f"it failed: {job.error or 'unknown error'}")
+
+
+def wake_parent(session: Session, job: Job) -> list[Wake]:
+    """A finished subagent wakes its parent at the step the parent waits in."""
+    parent = session.get(Job, job.parent_id) if job.parent_id is not None else None
+    return [] if parent is None else [(parent.id, parent.step, None)]
