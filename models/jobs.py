@@ -158,8 +158,8 @@ def job_endpoint(job: Job, settings: Settings) -> Endpoint:
 
 
 def end_job(job: Job, status: JobStatus, *, error: str | None = None, at: datetime | None = None) -> None:
-    """The one way a job ends (the runner's every end, a cancellation): its final status, when (``at``, or now),
-    why if it did not succeed; and no deadline, so the reconciler leaves it be."""
+    """The one way a job ends (a step's every end, worker/step/; a cancellation): its final status, when (``at``, or
+    now), why if it did not succeed; and no deadline, so the reconciler leaves it be."""
     job.status, job.finished_at = status, at or now()
     job.lease_owner, job.lease_until = None, None
     if error:
