@@ -10,14 +10,19 @@ from dataclasses import dataclass
 
 from plimsoll.profiles import estimate_tokens
 
-# How the old job ended, by its status, as the hand-over's first sentence says it.
+# How a job ended, by its status, in our own words: the hand-over's first sentence ("job 7, which ...") and a
+# subagent's result to its main job ("it ...") say it alike.
 HOW_IT_ENDED = {
-    "needs_new_chat": "which grew too long for the model",
-    "succeeded": "which finished",
-    "incomplete": "which finished without all of its parts",
-    "failed": "which stopped before it finished",
-    "cancelled": "which was cancelled",
+    "needs_new_chat": "grew too long for the model",
+    "succeeded": "finished",
+    "incomplete": "finished without all of its parts",
+    "failed": "stopped before it finished",
+    "cancelled": "was cancelled",
 }
+
+
+def how_it_ended(status: str) -> str:
+    return HOW_IT_ENDED.get(status, f"ended {status}")
 
 
 @dataclass(frozen=True)
@@ -46,8 +51,7 @@ def handover(
     the first sentence says so in our own words (a job that finished did not grow too long). The job's error is
     never quoted: it may be the provider's text, which the agent of the new chat would take for part of its task
     (a `max_tokens` in a rejection read as a document's name)."""
-    ended = HOW_IT_ENDED.get(status, f"which ended {status}")
-    head = f"This continues job {job_id}, {ended}. It was asked:\n\n"
+    head = f"This continues job {job_id}, which {how_it_ended(status)}. It was asked:\n\n"
     left = (
         f"\n\nDocuments it had not read yet ({len(unread)}): " + ", ".join(f"`{name}`" for name in unread)
         if unread

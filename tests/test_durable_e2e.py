@@ -82,5 +82,5 @@ def test_a_main_job_whose_subagents_did_not_finish_ends_incomplete_with_a_notice
         notices = list(session.scalars(select(Notice.text).where(Notice.job_id == job_id)))
     assert len(children) == 2 and {c.status for c in children} == {JobStatus.FAILED}
     assert len(notices) == 1
-    why = "it failed: stopped after 4 steps, the limit of this job"
+    why = "it stopped before it finished: stopped after 4 steps, the limit of this job"
     assert all(f"subagent {c.id} ({why})" in notices[0] for c in children)

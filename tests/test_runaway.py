@@ -129,6 +129,6 @@ def test_a_main_job_whose_subagent_needed_a_new_chat_ends_incomplete_and_says_wh
         job = session.get_one(Job, job_id)
         assert job.status == JobStatus.INCOMPLETE
         assert job.final_answer  # the answer it gave is kept
-        why = f"subagent {first} (its conversation grew too long for the model)"
+        why = f"subagent {first} (it grew too long for the model)"
         assert job.error == f"1 of its subagents did not finish: {why}"
     assert notices_of(database, job_id) == [stopped_notice("incomplete", "en", parts=why)]

@@ -11,6 +11,7 @@ from models.history import message_bodies
 from models.jobs import children_of, create_job, end_job
 from models.options import JobOptions
 from models.tables import Job, JobKind, JobStatus
+from plimsoll.handover import how_it_ended
 from plimsoll.notices import stopped_notice
 from worker.step.records import notify
 from worker.step.results import Wake
@@ -67,11 +68,10 @@ def finish_with_parts(session: Session, job: Job) -> None:
 
 
 def why_unfinished(job: Job) -> str:
-    return {
-        JobStatus.NEEDS_NEW_CHAT: "its conversation grew too long for the model",
-        JobStatus.CANCELLED: "it was cancelled",
-        JobStatus.INCOMPLETE: "parts of it did not finish",
-    }.get(job.status, f"it failed: {job.error or 'unknown error'}")
+    """How a subagent ended, for its main job's agent; a failure's reason follows (most often our own words: a
+    limit reached, retries used up)."""
+    reason = f": {job.error}" if job.status == JobStatus.FAILED and job.error else ""
+    return f"it {how_it_ended(job.status)}{reason}"
 
 
 def wake_parent(session: Session, job: Job) -> list[Wake]:
