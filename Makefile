@@ -12,7 +12,7 @@ PIP_PROJECT := $(QUIET_BUILD) $(BIN)/pip install --quiet --no-deps --no-build-is
 COMPILE := $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes \
 	--custom-compile-command "make lock"
 
-.PHONY: demo up test lint docs docs-config bench install install-dev install-up lock upgrade services compose chromium clean
+.PHONY: demo up test check lint docs docs-config bench install install-dev install-up lock upgrade services compose chromium clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -68,8 +68,17 @@ chromium:  ## headless Chromium for the tests: found, installed from Debian when
 	     && DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes NEEDRESTART_SUSPEND=1 apt-get install -y -qq chromium >/dev/null; } \
 	|| echo "No Chromium here, so tests/test_make_up.py cannot screenshot Flower: install it (apt-get install chromium)." >&2
 
-test: install-dev services compose chromium  ## the whole test suite against real PostgreSQL, Redis and a Celery worker
-	$(BIN)/pytest -q
+# The suite runs in TEST_PROCESSES pytest-xdist workers, each with a Redis database of its own (bench/stack.py:
+# PLIMSOLL_TEST_REDIS_URL's and the next ones), then the `serial` tests alone. Both passes run; either failing fails.
+TEST_PROCESSES ?= 2
+PYTEST_PARALLEL := $(BIN)/pytest -q -n $(TEST_PROCESSES) --dist loadgroup
+
+test: install-dev services compose chromium  ## the whole test suite against real PostgreSQL, Redis and Celery workers
+	$(PYTEST_PARALLEL) -m "not serial"; parallel=$$?; $(BIN)/pytest -q -m serial; serial=$$?; \
+	test $$parallel = 0 && test $$serial = 0
+
+check: install-dev services  ## the development loop: every test that needs no real worker, in parallel
+	$(PYTEST_PARALLEL) -m "not worker"
 
 lint: install-dev
 	$(BIN)/ruff check .

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import uvicorn
 from sqlalchemy import create_engine, text
@@ -22,7 +23,21 @@ from models import db, settings
 from models.migrate import upgrade
 
 POSTGRES_URL = os.environ.get("PLIMSOLL_TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-REDIS_URL = os.environ.get("PLIMSOLL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def redis_database(url: str, offset: int) -> str:
+    """``url`` with its Redis database number ``offset`` further on (a Redis server has 16 by default)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{int(parts.path.strip('/') or 0) + offset}"))
+
+
+# Under pytest-xdist each worker process (gw0, gw1, …) takes the database that many after the given one, so that
+# parallel workers never share the limiter's keys (plimsoll:ratelimit:*, which every test forgets) or the database
+# outage's. Without xdist, and for the benchmarks, the given one.
+REDIS_URL = redis_database(
+    os.environ.get("PLIMSOLL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
+    int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")),
+)
 
 
 @contextmanager

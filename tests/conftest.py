@@ -1,7 +1,20 @@
 """Shared pytest configuration: fixtures live in one module per part of the system."""
 
+import pytest
+
 pytest_plugins = [
     "tests.fixtures_emulator",
     "tests.fixtures_db",
     "tests.fixtures_worker",
 ]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that asks for the session's Celery worker runs a real worker: ``make check`` leaves it out. Modules
+    with real workers go first, whole and in order: the longest of their tests wait on a model's rate limit, and
+    the rest fill the cores meanwhile instead of leaving one of them a long tail at the end."""
+    for item in items:
+        if "celery_worker" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.worker)
+    with_workers = {item.path for item in items if item.get_closest_marker("worker")}
+    items.sort(key=lambda item: item.path not in with_workers)

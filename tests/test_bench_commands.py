@@ -11,6 +11,9 @@ import pytest
 from bench import estimator, worker_overhead
 from estimate_fit.trajectories import trajectory_conversations
 
+# The tool-output set is drawn once per process (bench.tool_output caches it): its users share one xdist worker.
+pytestmark = pytest.mark.xdist_group("tool_output")
+
 
 def test_the_worker_overhead_benchmark_times_every_size(
     capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture

@@ -29,6 +29,7 @@ def _rabbitmq_answers() -> bool:
         return False
 
 
+@pytest.mark.worker
 @pytest.mark.chaos
 @pytest.mark.timeout(280)
 @pytest.mark.parametrize("broker", ["redis", "rabbitmq"])

@@ -21,20 +21,21 @@ from sqlalchemy import text
 
 from models.db import make_engine
 from models.migrate import alembic_config
-from testbed.stack import POSTGRES_URL, fresh_database
+from testbed.stack import POSTGRES_URL, REDIS_URL, fresh_database
 from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
-REDIS_DB = 11  # a Redis database of its own, and a queue of its own: no other test's worker takes these tasks
+QUEUE_PREFIX = "cli-test-"  # each test's step queue: no other test's worker takes these tasks
 
 
 @pytest.fixture(scope="module", autouse=True)
-def own_redis_database() -> Iterator[None]:
-    """What the worker and beat leave in their Redis database (queues, beats not taken) goes with the module."""
+def forget_own_queues() -> Iterator[None]:
+    """What the worker and beat leave in Redis for their queues (the queues, their bindings, the scheduler's lock)
+    goes with the module; the suite's other keys in the same database stay."""
     yield
-    client = redis.Redis.from_url(f"redis://127.0.0.1:6379/{REDIS_DB}")
-    client.flushdb()
-    client.close()
+    with redis.Redis.from_url(REDIS_URL) as client:
+        for key in client.scan_iter(f"*{QUEUE_PREFIX}*"):
+            client.delete(key)
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +53,8 @@ def empty_database() -> Iterator[str]:
 def environment(database_url: str, **more: str) -> dict[str, str]:
     return os.environ | {
         "PLIMSOLL_DATABASE_URL": database_url,
-        "PLIMSOLL_BROKER_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
-        "PLIMSOLL_STEP_QUEUE": f"cli-test-{uuid.uuid4().hex[:8]}",
+        "PLIMSOLL_BROKER_URL": REDIS_URL,
+        "PLIMSOLL_STEP_QUEUE": f"{QUEUE_PREFIX}{uuid.uuid4().hex[:8]}",
         "PLIMSOLL_RECONCILE_EVERY_SECONDS": "1",
         **more,
     }
@@ -104,6 +105,7 @@ def test_migrate_brings_an_empty_database_to_the_newest_schema(empty_database: s
     assert json.loads(outcome.stdout) == {"revision": version}
 
 
+@pytest.mark.worker
 def test_worker_with_beat_runs_the_reconciler(empty_database: str, tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "cli", "migrate"], cwd=tmp_path, env=environment(empty_database),
                    check=True, capture_output=True, timeout=120)  # fmt: skip
@@ -132,6 +134,7 @@ def test_without_a_database_setting_the_service_commands_refuse_to_start(
     assert not (tmp_path / "var").exists()  # no SQLite file made where it ran
 
 
+@pytest.mark.worker
 def test_beat_alone_runs_the_reconciler_on_schedule(empty_database: str, tmp_path: Path) -> None:
     beat = plimsoll("beat", "--loglevel", "debug", env=environment(empty_database), cwd=tmp_path)  # as above
 

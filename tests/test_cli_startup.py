@@ -44,6 +44,7 @@ def fastest_seconds(commands: dict[str, list[str]]) -> dict[str, float]:
     return {name: min(each) for name, each in times.items()}
 
 
+@pytest.mark.serial  # start-up times against `python -c pass`: a parallel load moves them unevenly
 def test_the_command_line_starts_in_a_blink(capsys: pytest.CaptureFixture[str]) -> None:
     commands = {"python -c pass": [sys.executable, "-c", "pass"], "the libraries": [sys.executable, "-c", LIBRARIES]}
     commands |= {name: [sys.executable, "-m", "cli", *args] for name, args in COMMANDS.items()}

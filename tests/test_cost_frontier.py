@@ -40,6 +40,10 @@ PLIMSOLL = ("Plimsoll", "cache-economic")
 Frontier = tuple[str, dict[str, list[Point]], list[Goal], Path]
 
 
+# The frontier is measured once per process (its module fixture): its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("cost_frontier")
+
+
 @pytest.fixture(scope="module")
 def frontier(tmp_path_factory: pytest.TempPathFactory) -> Frontier:
     out = tmp_path_factory.mktemp("results")

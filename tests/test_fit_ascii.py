@@ -12,6 +12,9 @@ from estimate_fit.fit_ascii import PATTERNS, features, names
 from plimsoll.profiles import PROFILES, profile_data
 from tests.support_fit import PROFILES_FITTED, few_items
 
+# The tool-output set is drawn once per process (bench.tool_output caches it): its users share one xdist worker.
+pytestmark = pytest.mark.xdist_group("tool_output")
+
 
 def test_a_symbol_discount_is_counted_only_where_the_estimate_applies_it() -> None:
     def discounted(text: str) -> float:

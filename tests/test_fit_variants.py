@@ -17,6 +17,9 @@ from estimate_fit import fit_ascii
 from plimsoll.profiles import PROFILES
 from tests.support_fit import few_items
 
+# The tool-output set is drawn once per process (bench.tool_output caches it): its users share one xdist worker.
+pytestmark = pytest.mark.xdist_group("tool_output")
+
 
 def test_the_shipped_row_is_what_the_estimator_measures() -> None:
     [row] = fit_variants.run([fit_variants.SHIPPED], ["cl100k"])

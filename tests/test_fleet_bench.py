@@ -14,8 +14,11 @@ Recovery, hung calls and the demand levels: tests/test_fleet_recovery.py."""
 
 from __future__ import annotations
 
+import pytest
+
 from bench import fleet
 
+pytestmark = pytest.mark.worker  # worker processes of their own against a limit
 NOT_JUDGED_HERE = ("a small tenant's job", "≥ 90 % of the limit used")  # see above: this scale cannot judge them
 
 

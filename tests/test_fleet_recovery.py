@@ -5,7 +5,11 @@ demand levels only 1/5 runs here: 1/2 binds only on the full run's longer burst 
 
 from __future__ import annotations
 
+import pytest
+
 from bench import fleet_demand, fleet_recovery, fleet_resilience
+
+pytestmark = pytest.mark.worker  # worker processes of their own, one killed
 
 
 def test_a_worker_killed_with_a_backlog_queued_is_recovered_within_a_minute() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import html
 import os
-import random
 import re
 import secrets
 import shutil
@@ -30,7 +29,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from demo.chapters import chapters
-from testbed.stack import POSTGRES_URL, REDIS_URL, listening_socket
+from testbed.stack import POSTGRES_URL, REDIS_URL, listening_socket, redis_database
 from tests.support import wait_until as poll_until
 from worker.names import RECONCILE_TASK, STEP_TASK
 
@@ -39,8 +38,9 @@ STARTUP_SECONDS = 60.0
 JOB_SECONDS = 30.0
 STOP_SECONDS = 30.0
 TOO_LONG_LIMIT = 2_000  # the emulator's window for the third job: less than its first request
-# Not the tests' Redis database 0, and a step queue of its own: Flower sees only the steps of this run.
-UP_REDIS_DBS = range(1, 16)
+# A step queue of its own, and a Redis database no worker of the suite sends events to (the one after the suite's:
+# the serial pass of `make test` runs this test after the parallel one is done): Flower sees only this run's steps.
+UP_REDIS_URL = redis_database(REDIS_URL, 1)
 TEXTS = {"a.txt": "Alpha is the first letter.", "b.txt": "Beta comes after alpha."}
 INSTRUCTION = "Check each chapter against the notes and report one fact of each."
 TENANT = "acme"  # the README's
@@ -55,7 +55,8 @@ SCREENSHOT = ROOT / "docs" / "flower-tasks.png"
 # Bootstrap's badge colours in Flower 2.2: a SUCCESS and a FAILURE row are drawn on the screen, not only in the page.
 SUCCESS_GREEN, FAILURE_RED = (25, 135, 84), (220, 53, 69)
 
-pytestmark = pytest.mark.timeout(120)
+# Alone (the whole service starts within STARTUP_SECONDS; UP_REDIS_URL is a worker's database in the parallel pass).
+pytestmark = [pytest.mark.timeout(120), pytest.mark.worker, pytest.mark.serial]
 
 
 def readme_blocks() -> tuple[str, str]:
@@ -149,7 +150,7 @@ def up_environment(
     env.update(
         PLIMSOLL_DATABASE_URL=database,
         PLIMSOLL_ADMIN_USER=make_url(POSTGRES_URL).username or "postgres",
-        PLIMSOLL_BROKER_URL=REDIS_URL.rsplit("/", 1)[0] + f"/{random.choice(UP_REDIS_DBS)}",
+        PLIMSOLL_BROKER_URL=UP_REDIS_URL,
         PLIMSOLL_STEP_QUEUE=f"plimsoll-up-{uuid.uuid4().hex[:8]}",
         PLIMSOLL_RECONCILE_EVERY_SECONDS="1",
         API_PORT=str(api_port),

@@ -49,6 +49,7 @@ def test_exactly_one_scheduler_holds_the_lock_and_another_takes_over(client: red
     assert client.exists(name) == 0
 
 
+@pytest.mark.worker
 def test_beat_reconciles_on_time_behind_a_backlog_of_steps(
     database: Database, database_url: str, client: redis.Redis, tmp_path: Path
 ) -> None:

@@ -14,6 +14,9 @@ from estimate_fit.reference import REFERENCE_OF_PROFILE, Counter, reference_coun
 from estimate_fit.tool_output import SHOWN_SITE, SITE, WRITTEN, Sample, conversations, tool_outputs, written_files
 from plimsoll import estimate_tokens
 
+# The tool-output set is drawn once per process (bench.tool_output caches it): its users share one xdist worker.
+pytestmark = pytest.mark.xdist_group("tool_output")
+
 FITTED = ("claude", "cl100k", "o200k")
 RESULT_GOAL, RESULT_TOKENS = 0.90, 500
 CONVERSATION_MEDIAN_GOAL = 1.15
