@@ -68,17 +68,20 @@ chromium:  ## headless Chromium for the tests: found, installed from Debian when
 	     && DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes NEEDRESTART_SUSPEND=1 apt-get install -y -qq chromium >/dev/null; } \
 	|| echo "No Chromium here, so tests/test_make_up.py cannot screenshot Flower: install it (apt-get install chromium)." >&2
 
-# The suite runs in TEST_PROCESSES pytest-xdist workers, each with a Redis database of its own (bench/stack.py:
-# PLIMSOLL_TEST_REDIS_URL's and the next ones), then the `serial` tests alone. Both passes run; either failing fails.
+# The suite runs in TEST_PROCESSES pytest-xdist workers, each with a Redis database of its own (REDIS_URL in
+# bench/stack.py: PLIMSOLL_TEST_REDIS_URL's and the next ones), then the `serial` tests without xdist. Both passes run; either failing
+# fails. `make check` does the same without the tests of real workers and the benchmarks' runs.
 TEST_PROCESSES ?= 2
-PYTEST_PARALLEL := $(BIN)/pytest -q -n $(TEST_PROCESSES) --dist loadgroup
+define two_passes
+	$(BIN)/pytest -q -n $(TEST_PROCESSES) --dist loadgroup -m "not serial $(1)"; parallel=$$?; \
+	$(BIN)/pytest -q -m "serial $(1)"; serial=$$?; test $$parallel = 0 && test $$serial = 0
+endef
 
 test: install-dev services compose chromium  ## the whole test suite against real PostgreSQL, Redis and Celery workers
-	$(PYTEST_PARALLEL) -m "not serial"; parallel=$$?; $(BIN)/pytest -q -m serial; serial=$$?; \
-	test $$parallel = 0 && test $$serial = 0
+	$(call two_passes,)
 
-check: install-dev services  ## the development loop: every test that needs no real worker, in parallel
-	$(PYTEST_PARALLEL) -m "not worker"
+check: install-dev services  ## the development loop: every test but those of real workers and the benchmarks' runs
+	$(call two_passes,and not worker and not bench)
 
 lint: install-dev
 	$(BIN)/ruff check .

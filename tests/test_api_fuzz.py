@@ -31,6 +31,8 @@ from models.jobs import create_job
 from models.tables import JobKind, JobStatus, Notice
 from tests.support_api import new_tenant, read, result, step_row
 
+# Alone, without pytest-xdist: schemathesis collects its operations under one node id, which xdist runs once.
+pytestmark = pytest.mark.serial
 EXAMPLES = int(os.environ.get("PLIMSOLL_FUZZ_EXAMPLES", "25"))
 answers: Counter[int] = Counter()  # status code -> requests, reported at the end of the module
 

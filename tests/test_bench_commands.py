@@ -12,7 +12,7 @@ from bench import estimator, worker_overhead
 from estimate_fit.trajectories import trajectory_conversations
 
 # The tool-output set is drawn once per process (bench.tool_output caches it): its users share one xdist worker.
-pytestmark = pytest.mark.xdist_group("tool_output")
+pytestmark = [pytest.mark.xdist_group("tool_output"), pytest.mark.bench]
 
 
 def test_the_worker_overhead_benchmark_times_every_size(

@@ -40,8 +40,7 @@ PLIMSOLL = ("Plimsoll", "cache-economic")
 Frontier = tuple[str, dict[str, list[Point]], list[Goal], Path]
 
 
-# The frontier is measured once per process (its module fixture): its tests share one xdist worker.
-pytestmark = pytest.mark.xdist_group("cost_frontier")
+pytestmark = pytest.mark.bench
 
 
 @pytest.fixture(scope="module")
