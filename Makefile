@@ -69,8 +69,8 @@ chromium:  ## headless Chromium for the tests: found, installed from Debian when
 	|| echo "No Chromium here, so tests/test_make_up.py cannot screenshot Flower: install it (apt-get install chromium)." >&2
 
 # The suite runs in TEST_PROCESSES pytest-xdist workers, each with a Redis database of its own (REDIS_URL in
-# bench/stack.py: PLIMSOLL_TEST_REDIS_URL's and the next ones), then the `serial` tests without xdist. Both passes run; either failing
-# fails. `make check` does the same without the tests of real workers and the benchmarks' runs.
+# testbed/stack.py: PLIMSOLL_TEST_REDIS_URL's and the next ones), then the `serial` tests without xdist. Both
+# passes run; either failing fails. `make check` does the same without real workers' tests and benchmark runs.
 TEST_PROCESSES ?= 2
 define two_passes
 	$(BIN)/pytest -q -n $(TEST_PROCESSES) --dist loadgroup -m "not serial $(1)"; parallel=$$?; \
