@@ -29,6 +29,7 @@ from models.documents import add_document
 from models.history import append_messages
 from models.jobs import create_job
 from models.tables import JobKind, JobStatus, Notice
+from testbed.stack import environment
 from tests.support_api import new_tenant, read, result, step_row
 
 # Alone, without pytest-xdist: schemathesis collects its operations under one node id, which xdist runs once.
@@ -77,7 +78,9 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", app)
 @pytest.fixture(autouse=True, scope="module")
 def on_the_test_database(database: Database, request: pytest.FixtureRequest) -> Iterator[None]:
     app.state.database = database
-    yield
+    # Every case reaches its route: the per-key limit would answer most of them 429 (tests/test_rate_limit.py).
+    with environment({"PLIMSOLL_REQUESTS_PER_MINUTE_PER_KEY": "0"}):
+        yield
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     capturing = request.config.pluginmanager.get_plugin("capturemanager")
     if reporter is not None and capturing is not None:
