@@ -71,6 +71,7 @@ def _forget_expired(session: Session, *, before: datetime) -> None:
         .where(IdempotencyKey.created_at < before)
         .order_by(IdempotencyKey.created_at)
         .limit(CLEANED_PER_CLAIM)
+        .with_for_update(skip_locked=True)  # claims cleaning at once take different rows, never wait on each other
     )
     session.execute(
         delete(IdempotencyKey).where(
