@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 from api.client import PlimsollClient
 from cli.main import app as cli
 from models.db import Database
-from models.idempotency import CLEANED_PER_CLAIM
+from models.idempotency import ABANDONED_AFTER, CLEANED_PER_CLAIM
 from models.tables import IdempotencyKey, Job, now
 from testbed.stack import REDIS_URL, environment, free_port
 from tests.support import wait_until
@@ -177,6 +177,20 @@ def test_expired_keys_are_cleaned_a_bounded_number_at_a_time(api: Api) -> None:
     assert expired_keys(api.database) == 50
     post_job(caller, "fresh-2", document)
     assert expired_keys(api.database) == 0
+
+
+def test_a_key_left_without_an_answer_is_taken_over_after_ten_minutes(api: Api) -> None:
+    """An API process that died mid-request left its key claimed: after ABANDONED_AFTER a retry runs."""
+    caller = api.tenant()
+    document = caller.document("m.txt", "Text of m.")
+    with api.database.session() as session:
+        claimed = now() - ABANDONED_AFTER + timedelta(minutes=1)
+        session.add(IdempotencyKey(tenant_id=caller.tenant_id, key="orphan", fingerprint="0" * 64, created_at=claimed))
+    assert post_job(caller, "orphan", document).status_code == 422  # still held: by another request, so far
+    backdate(api.database, caller.tenant_id, "orphan", ABANDONED_AFTER + timedelta(minutes=1))
+    taken = post_job(caller, "orphan", document)
+    assert taken.status_code == 201 and post_job(caller, "orphan", document).content == taken.content
+    assert jobs_of(api.database, caller.tenant_id) == 1
 
 
 def test_a_request_that_failed_on_our_side_is_not_kept(database: Database) -> None:
