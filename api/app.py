@@ -8,6 +8,7 @@ from fastapi_offline import FastAPIOffline
 
 from api.deps import Enqueue
 from api.errors import install_error_handlers
+from api.idempotency import Answered, Idempotency, answered
 from api.limits import BodyLimit
 from api.routes import continuation, documents, health, jobs, models, notices
 from api.uploads import body_limit
@@ -31,6 +32,8 @@ def create_app(*, database: Database | None = None, enqueue: Enqueue | None = No
     app.state.database = database
     app.state.enqueue = enqueue
     install_error_handlers(app)
+    app.add_exception_handler(Answered, answered)
+    app.add_middleware(Idempotency)  # inside the body limit: a body it reads has passed it
     app.add_middleware(BodyLimit, limit=body_limit)
     for module in (documents, jobs, continuation, notices, models, health):
         app.include_router(module.router)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ssl
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -10,6 +11,7 @@ from typing import Any, Self, TypeVar
 
 import httpx
 from pydantic import BaseModel
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from api.constants import DEFAULT_API_URL, PAGE_SIZE
 from api.schemas import (
@@ -40,10 +42,11 @@ class ClientError(Exception):
 class ApiError(ClientError):
     """The API refused the request."""
 
-    def __init__(self, status_code: int, detail: str) -> None:
+    def __init__(self, status_code: int, detail: str, retry_after: str | None = None) -> None:
         super().__init__(f"{detail} (HTTP {status_code})")
         self.status_code = status_code
         self.detail = detail
+        self.retry_after = retry_after
 
 
 class ApiUnreachable(ClientError):
@@ -58,9 +61,12 @@ class PlimsollClient:
         *,
         timeout: float = 60.0,
         transport: httpx.BaseTransport | None = None,
+        attempts: int = 4,
     ) -> None:
+        """``attempts``: how often a request under an idempotency key is sent at most (retries are safe for it)."""
         headers = {"X-API-Key": api_key} if api_key else {}
         self.base_url = base_url.rstrip("/")
+        self.attempts = attempts
         # Over plain HTTP no certificate is needed: loading the CA bundle would double the CLI's start-up. The
         # context still requires certificates, so a TLS connection it were ever used for would fail, not trust.
         plain_http = self.base_url.lower().startswith("http://")
@@ -111,8 +117,11 @@ class PlimsollClient:
         chosen = options.chosen() if options else {}
         return self.submit_job(JobIn(instruction=instruction, document_ids=list(document_ids), **chosen))
 
-    def submit_job(self, job: JobIn) -> JobView:
-        return self._send("POST", "/v1/jobs", JobView, json=job.model_dump(exclude_none=True))
+    def submit_job(self, job: JobIn, *, idempotency_key: str | None = None) -> JobView:
+        """The job created, or, for a retry of a request under ``idempotency_key`` (default: a fresh one), the
+        job that request created: retried on no answer or a 5xx, under the same key, so never created twice."""
+        body = job.model_dump(exclude_none=True)
+        return self._send_once("POST", "/v1/jobs", JobView, idempotency_key, json=body)
 
     def check_job(self, job: JobIn) -> JobCheck:
         """Everything ``submit_job`` checks, nothing stored: ApiError if the job would be refused."""
@@ -140,10 +149,11 @@ class PlimsollClient:
     def cancel(self, job_id: int) -> JobView:
         return self._send("POST", f"/v1/jobs/{job_id}/cancel", JobView)
 
-    def continue_job(self, job_id: int, next_step: ContinueIn) -> JobView:
-        """A new job that continues job ``job_id`` in a new chat, from a hand-over of it and ``next_step``."""
+    def continue_job(self, job_id: int, next_step: ContinueIn, *, idempotency_key: str | None = None) -> JobView:
+        """A new job that continues job ``job_id`` in a new chat, from a hand-over of it and ``next_step``; sent
+        as ``submit_job`` is, under an idempotency key."""
         body = next_step.model_dump(exclude_unset=True, exclude_none=True)  # options left out are the old job's
-        return self._send("POST", f"/v1/jobs/{job_id}/continue", JobView, json=body)
+        return self._send_once("POST", f"/v1/jobs/{job_id}/continue", JobView, idempotency_key, json=body)
 
     # Notices
 
@@ -178,14 +188,38 @@ class PlimsollClient:
     def _send(self, method: str, path: str, answer: type[Model], **request: Any) -> Model:
         return answer.model_validate(self._request(method, path, **request).json())
 
+    def _send_once(
+        self, method: str, path: str, answer: type[Model], idempotency_key: str | None, **request: Any
+    ) -> Model:
+        """``_send`` under an ``Idempotency-Key`` (a fresh UUID if None), tried again with the same key while the API
+        does not answer, answers a 5xx, or says the key's first request is still running."""
+        headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
+        retrying = Retrying(
+            retry=retry_if_exception(_worth_retrying),
+            stop=stop_after_attempt(self.attempts),
+            wait=wait_exponential(multiplier=0.25, max=4.0),
+            reraise=True,
+        )
+        sent: Model = retrying(self._send, method, path, answer, headers=headers, **request)
+        return sent
+
     def _request(self, method: str, path: str, **request: Any) -> httpx.Response:
         try:
             response = self._http.request(method, path, **request)
         except httpx.TransportError as error:
             raise ApiUnreachable(f"no answer from the Plimsoll API at {self.base_url}: {error}") from error
         if response.is_error:
-            raise ApiError(response.status_code, _detail(response))
+            raise ApiError(response.status_code, _detail(response), response.headers.get("retry-after"))
         return response
+
+
+def _worth_retrying(error: BaseException) -> bool:
+    """No answer, our failure, or the key's first request still running (409 with Retry-After)."""
+    if isinstance(error, ApiUnreachable):
+        return True
+    return isinstance(error, ApiError) and (
+        error.status_code >= 500 or (error.status_code == 409 and error.retry_after is not None)
+    )
 
 
 def _detail(response: httpx.Response) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -63,10 +64,16 @@ def rate_limit_of(settings: Settings) -> KeyRateLimit | None:
     return _rate_limit(url, settings.requests_per_minute_per_key)
 
 
+_making = threading.Lock()
+
+
 @cache
 def _rate_limit(url: str, per_minute: int) -> KeyRateLimit:
-    # Made once per address: its connection pool is shared by the API's threads.
-    storage = RedisStorage(
-        url, key_prefix=KEY_PREFIX, wrap_exceptions=True, socket_timeout=2.0, socket_connect_timeout=2.0
-    )
-    return KeyRateLimit(per_minute, MovingWindowRateLimiter(storage))
+    # Made once per address: its connection pool is shared by the API's threads. One thread at a time: limits
+    # imports redis lazily, and a second thread reading the half-imported module finds no version ("0.0.0") and
+    # fails the first requests of a fresh API process that arrive together.
+    with _making:
+        storage = RedisStorage(
+            url, key_prefix=KEY_PREFIX, wrap_exceptions=True, socket_timeout=2.0, socket_connect_timeout=2.0
+        )
+        return KeyRateLimit(per_minute, MovingWindowRateLimiter(storage))

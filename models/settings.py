@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     # the broker's); without one (the embedded service) there is no limit.
     requests_per_minute_per_key: int = Field(default=600, ge=0)
     max_identical_tool_calls: int = 3  # the agent is warned at this many identical calls; one more ends the job
+    # How long a POST's Idempotency-Key keeps its first answer (api/idempotency.py): a retry with the key within
+    # this time gets that answer again; after it, the key is new again.
+    idempotency_key_seconds: float = Field(default=24 * 3600.0, gt=0.0)
     # The calibrator may plan with up to 1 / this times the budget (in estimate units) when the model's real
     # counts run consistently under our estimates; 1.0 keeps it one-sided.
     calibration_floor: float = Field(default=0.8, ge=0.5, le=1.0)

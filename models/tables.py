@@ -15,6 +15,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     TypeDecorator,
@@ -299,3 +300,19 @@ class Notice(Base):
     emulator: Mapped[bool] = column_property(select(Job.emulator).where(Job.id == job_id).scalar_subquery())
 
     __table_args__ = (Index("ix_notices_tenant_unread", "tenant_id", "read_at"),)
+
+
+class IdempotencyKey(Base):
+    """A tenant's ``Idempotency-Key`` and the answer of the first request that sent it (api/idempotency.py): a
+    request with the same key and the same fingerprint gets that answer again, one with another is refused. A row
+    without an answer is a request in progress."""
+
+    __tablename__ = "idempotency_keys"
+
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))  # sha256 of the method, path and body
+    status_code: Mapped[int | None] = mapped_column(Integer, default=None)
+    content_type: Mapped[str | None] = mapped_column(String(100), default=None)
+    body: Mapped[bytes | None] = mapped_column(LargeBinary, default=None)  # the answer as it was sent
+    created_at: Mapped[datetime] = mapped_column(default=now, index=True)  # expiry counts from here

@@ -6,6 +6,7 @@ from fastapi import APIRouter, HTTPException, status
 
 from api.deps import EnqueueDep, SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
+from api.idempotency import IDEMPOTENT
 from api.routes.jobs import queue_first_step
 from api.schemas import ContinueIn, ErrorBody, Id, JobView
 from api.views import job_view
@@ -18,6 +19,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
 @router.post(
     "/{job_id}/continue",
     status_code=status.HTTP_201_CREATED,
+    dependencies=IDEMPOTENT,
     responses={
         409: {
             "model": ErrorBody,

@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES, not_json, unreadable_body
+from api.idempotency import IDEMPOTENT
 from api.queries import document_of, documents_query, page_of
 from api.routes.pagination import WindowDep, page
 from api.schemas import DocumentIn, DocumentsCreated, DocumentView, ErrorBody, Id, Page, problem_text
@@ -45,6 +46,7 @@ UPLOAD_BODY: dict[str, Any] = {
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
+    dependencies=IDEMPOTENT,
     openapi_extra={"requestBody": UPLOAD_BODY},
     responses={
         415: {"model": ErrorBody, "description": "neither JSON nor multipart form data"},

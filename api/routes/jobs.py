@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from api.deps import Enqueue, EnqueueDep, SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
+from api.idempotency import IDEMPOTENT
 from api.queries import jobs_query, locked_job_of, messages_query, page_of, steps_query
 from api.routes.pagination import WindowDep, page
 from api.schemas import (
@@ -43,7 +44,7 @@ NO_DOCUMENTS = (
 )
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, dependencies=IDEMPOTENT)
 def submit_job(job_in: JobIn, tenant: TenantDep, session: SessionDep, enqueue: EnqueueDep) -> JobView:
     """Create a job over the tenant's documents and queue its first step."""
     if not job_in.document_ids:  # a job over nothing would "succeed" with an empty report
@@ -146,6 +147,7 @@ def list_steps(job_id: Id, tenant: TenantDep, session: SessionDep, window: Windo
 
 @router.post(
     "/{job_id}/cancel",
+    dependencies=IDEMPOTENT,
     responses={409: {"model": ErrorBody, "description": "the job has finished already"}},
 )
 def cancel_job(job_id: Id, tenant: TenantDep, session: SessionDep) -> JobView:

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 
 from api.deps import SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
+from api.idempotency import IDEMPOTENT
 from api.queries import notice_of, notices_query, page_of
 from api.routes.pagination import WindowDep, page
 from api.schemas import Id, NoticeView, Page
@@ -30,7 +31,7 @@ def list_notices(
     return page([NoticeView.model_validate(n) for n in rows], total, window)
 
 
-@router.post("/{notice_id}/read")
+@router.post("/{notice_id}/read", dependencies=IDEMPOTENT)
 def mark_notice_read(notice_id: Id, tenant: TenantDep, session: SessionDep) -> NoticeView:
     """Mark a notice read. Marking it again keeps the time it was first read."""
     notice = notice_of(session, tenant_id=tenant.id, notice_id=notice_id)
