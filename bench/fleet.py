@@ -44,6 +44,7 @@ from models.tables import Job, JobKind, JobStatus
 from models.tenants import create_tenant
 from testbed.stack import REDIS_URL, bundled_emulator, fresh_database, worker_environment
 from worker.fairness import priority_lists, step_priority
+from worker.names import RATE_LIMIT_KEYS
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -300,7 +301,7 @@ def per_window(answered: list[dict[str, Any]], limit: float, window: float) -> l
 
 def forget_learned_limits() -> None:
     client = redis.Redis.from_url(REDIS_URL)
-    for key in client.scan_iter(f"plimsoll:ratelimit:{{anthropic/{MODEL}@*"):
+    for key in client.scan_iter(f"{RATE_LIMIT_KEYS}{{anthropic/{MODEL}@*"):
         client.delete(key)
     client.close()
 

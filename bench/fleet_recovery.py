@@ -41,8 +41,8 @@ from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus
 from models.tenants import create_tenant
 from testbed.stack import REDIS_URL, bundled_emulator, fresh_database, worker_environment
-from worker.celery_app import make_celery
-from worker.names import STEP_TASK
+from worker.celery_app import make_celery, recovery_queue
+from worker.names import SCHEDULER_LOCK, STEP_TASK
 
 ROOT = Path(__file__).resolve().parent.parent
 API_KEY = "fleet-key"
@@ -291,5 +291,5 @@ def fleet(
     finally:
         group.close()
         client = redis.Redis.from_url(REDIS_URL)
-        client.delete(queue, f"{queue}.recovery", f"plimsoll:scheduler:{queue}")
+        client.delete(queue, recovery_queue(queue), f"{SCHEDULER_LOCK}:{queue}")
         client.close()

@@ -26,6 +26,7 @@ from testbed.stack import REDIS_URL, environment
 from testbed.stack import celery_worker as start_celery_worker
 from tests.fixtures_emulator import TEST_API_KEY
 from tests.support import sentry_off
+from worker.names import RATE_LIMIT_KEYS
 
 
 @pytest.fixture(scope="session")
@@ -61,7 +62,7 @@ def forget_learned_rate_limits() -> Iterator[None]:
 
 def _forget_rate_limits() -> None:
     with contextlib.suppress(redis.ConnectionError), redis.Redis.from_url(REDIS_URL) as client:
-        for key in client.scan_iter("plimsoll:ratelimit:*", count=1_000):
+        for key in client.scan_iter(f"{RATE_LIMIT_KEYS}*", count=1_000):
             client.delete(key)
 
 

@@ -18,6 +18,7 @@ from testbed.stack import REDIS_URL
 from tests.fixtures_emulator import TEST_API_KEY
 from tests.support_worker import new_job, services
 from worker.admission import MARGIN, Limiter, Ticket, planned_input
+from worker.names import RATE_LIMIT_KEYS
 from worker.providers import AnthropicProvider
 from worker.providers.base import Usage
 from worker.rate_limits import Budget, model_class, stated_limits
@@ -41,7 +42,7 @@ def provider() -> Iterator[str]:
     name = f"test-{uuid.uuid4().hex[:8]}"
     yield name
     connection = redis.Redis.from_url(REDIS_URL)
-    for key in connection.scan_iter(f"plimsoll:ratelimit:{{{name}/*"):
+    for key in connection.scan_iter(f"{RATE_LIMIT_KEYS}{{{name}/*"):
         connection.delete(key)
     connection.close()
 
@@ -130,7 +131,7 @@ def test_a_step_without_capacity_is_not_started_and_is_queued_for_its_turn(
             assert (job.lease_owner, job.attempts, job.retries) == (None, 0, 0)  # not a retry; the claim given back
         assert emulator_reset.stats()["rejections"] == {}  # no 429: it was never sent
     finally:
-        for key in client.scan_iter("plimsoll:ratelimit:{anthropic/*"):
+        for key in client.scan_iter(f"{RATE_LIMIT_KEYS}{{anthropic/*"):
             client.delete(key)
 
 
@@ -144,7 +145,7 @@ def test_the_fleets_share_of_a_shared_key_is_learned_from_refusals(client: redis
     assert wait == pytest.approx((6_000 + MARGIN * 60_000) / (1_000 * 0.85), abs=0.3)  # our share is down 15 %
     for step in range(4, 40):  # answers bring it back up, a little each
         limiter.settle(ticket(provider, step), sent=True, usage=Usage(input_tokens=0, output_tokens=0), stated={})
-    share = client.hget(f"plimsoll:ratelimit:{{{provider}/claude-sonnet}}:limits", "share")
+    share = client.hget(f"{RATE_LIMIT_KEYS}{{{provider}/claude-sonnet}}:limits", "share")
     assert share is not None and float(share) == pytest.approx(0.85 + 36 * 0.003)
 
 

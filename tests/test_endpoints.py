@@ -26,6 +26,7 @@ from tests.support import DEFAULT_ROUTING
 from tests.support_api import serve_api
 from tests.support_worker import run_to_end
 from worker.admission import Ticket
+from worker.names import RATE_LIMIT_KEYS
 from worker.services import make_services
 
 REAL_KEY = "sk-ant-api03-" + "k" * 24
@@ -182,4 +183,4 @@ def test_rate_limits_learned_from_headers_are_kept_per_endpoint() -> None:
     emulator = Ticket(provider="anthropic", model=SONNET, job_id=1, step=0, endpoint="127.0.0.1:8765")
     real = Ticket(provider="anthropic", model=SONNET, job_id=1, step=0, endpoint="api.anthropic.com")
     assert not set(emulator.keys()) & set(real.keys())
-    assert real.keys()[0] == "plimsoll:ratelimit:{anthropic/claude-sonnet@api.anthropic.com}:limits"
+    assert real.keys()[0] == f"{RATE_LIMIT_KEYS}{{anthropic/claude-sonnet@api.anthropic.com}}:limits"

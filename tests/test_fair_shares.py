@@ -30,6 +30,7 @@ from tests.support_worker import run_to_end, services, wait_for
 from worker.admission import MARGIN, Limiter, Ticket, waiting_by_tenant
 from worker.fairness import priority_lists, step_priority
 from worker.metrics_server import oldest_queued_seconds
+from worker.names import RATE_LIMIT_KEYS
 from worker.providers import AnthropicProvider
 from worker.queue import enqueue_step
 from worker.step import run_step
@@ -47,7 +48,7 @@ def provider() -> Iterator[str]:
     name = f"fair-{uuid.uuid4().hex[:8]}"
     yield name
     connection = redis.Redis.from_url(REDIS_URL)
-    for key in connection.scan_iter(f"plimsoll:ratelimit:{{{name}/*"):
+    for key in connection.scan_iter(f"{RATE_LIMIT_KEYS}{{{name}/*"):
         connection.delete(key)
     connection.close()
 
@@ -98,7 +99,7 @@ def test_a_step_that_never_comes_back_leaves_the_line(client: redis.Redis, provi
     limiter = Limiter(client, {f"{provider}/claude-sonnet": {"input_tokens": 60_000}})
     assert limiter.reserve(ticket(provider, 0, tenant=1), input_tokens=60_000, output_tokens=0) == 0.0
     assert limiter.reserve(ticket(provider, 1, tenant=3), input_tokens=6_000, output_tokens=0) > 0  # then lost
-    line = f"plimsoll:ratelimit:{{{provider}/claude-sonnet}}:due"
+    line = f"{RATE_LIMIT_KEYS}{{{provider}/claude-sonnet}}:due"
     for member in client.hkeys(line):
         client.hset(line, member, 0)  # its turn came long ago
     assert limiter.reserve(ticket(provider, 0, tenant=2), input_tokens=1_000, output_tokens=0) == pytest.approx(

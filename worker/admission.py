@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import redis
 
+from worker.names import RATE_LIMIT_KEYS
 from worker.providers.base import Usage
 from worker.rate_limits import KINDS, Budget, model_class
 
@@ -225,7 +226,7 @@ class Ticket:
     def keys(self) -> list[str]:
         # One hash tag per limit group, so that a Redis Cluster keeps a script's keys on one node.
         at = f"@{self.endpoint}" if self.endpoint else ""
-        group = f"plimsoll:ratelimit:{{{self.provider}/{model_class(self.model)}{at}}}"
+        group = f"{RATE_LIMIT_KEYS}{{{self.provider}/{model_class(self.model)}{at}}}"
         return [
             f"{group}:limits",
             *(f"{group}:bucket:{kind}" for kind in KINDS),
@@ -304,7 +305,7 @@ def waiting_by_tenant(client: redis.Redis) -> dict[str, Waiting]:
     seconds, micros = client.time()
     moment = seconds + micros / 1_000_000
     found: dict[str, Waiting] = {}
-    for key in client.scan_iter("plimsoll:ratelimit:*:line"):
+    for key in client.scan_iter(f"{RATE_LIMIT_KEYS}*:line"):
         for member in client.zrange(key, 0, -1):
             fields = (member.decode() if isinstance(member, bytes) else str(member)).split("|")
             tenant, since = fields[1], float(fields[6])

@@ -33,7 +33,7 @@ from models.tables import Job, JobStatus, now
 from worker.admission import waiting_by_tenant
 from worker.fairness import priority_lists
 from worker.metrics import ADMISSION_WAITS, RATE_LIMITED, REQUEUED, STEPS, TOKENS
-from worker.names import STEP_QUEUE
+from worker.names import RATE_LIMIT_KEYS, STEP_QUEUE
 from worker.rate_limits import KINDS
 from worker.services import shared_redis
 
@@ -84,7 +84,7 @@ class FleetCollector(Collector):
             "plimsoll_rate_limit_per_minute", "Provider limits learned or set, per group", labels=["group", "kind"]
         )
         share = GaugeMetricFamily("plimsoll_rate_limit_share", "The fleet's learned share of a limit", labels=["group"])
-        for key in client.scan_iter("plimsoll:ratelimit:*:limits"):
+        for key in client.scan_iter(f"{RATE_LIMIT_KEYS}*:limits"):
             group = _text(key).split("{", 1)[-1].split("}", 1)[0]
             for field, value in client.hgetall(key).items():
                 name = _text(field)

@@ -6,3 +6,8 @@ from __future__ import annotations
 STEP_QUEUE = "plimsoll-steps"  # the step queue, unless PLIMSOLL_STEP_QUEUE names another
 STEP_TASK = "plimsoll.run_step"  # one job step (worker/tasks.py)
 RECONCILE_TASK = "plimsoll.reconcile"  # the reconciler's round, run by Celery beat in place (worker/scheduler.py)
+
+# Keys in the shared Redis
+RATE_LIMIT_KEYS = "plimsoll:ratelimit:"  # admission's limit groups: {provider/model-class@host}:limits, :line, ...
+OUTAGE_KEY = "plimsoll:outage:database"  # a database outage already reported to Sentry (worker/outages.py)
+SCHEDULER_LOCK = "plimsoll:scheduler"  # which beat runs the reconciler, per step queue (worker/scheduler.py)

@@ -19,6 +19,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_bef
 
 from models.db import Database
 from models.settings import Settings
+from worker.names import OUTAGE_KEY
 from worker.routing import JITTER, backoff_delay
 
 logger = logging.getLogger(__name__)
@@ -33,7 +34,6 @@ class DatabaseUnavailable(Exception):
         super().__init__(f"the database is unavailable ({type(error).__name__})")
 
 
-OUTAGE_KEY = "plimsoll:outage:database"
 OUTAGE_KEY_SECONDS = 24 * 3600  # an outage nobody saw end is taken as over after this long
 
 

@@ -24,20 +24,19 @@ from redis.exceptions import RedisError
 from redis.lock import Lock
 
 from models.settings import get_settings
-from worker.names import RECONCILE_TASK
+from worker.names import RECONCILE_TASK, SCHEDULER_LOCK
 from worker.services import shared_redis
 from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)
 
-LOCK_NAME = "plimsoll:scheduler"
 LOCK_INTERVALS = 3  # a dead scheduler's lock lapses after this many reconcile intervals
 
 
 class SchedulerLock:
     """Whether this process is the one scheduler: takes the lock when free, renews it while it holds it."""
 
-    def __init__(self, client: redis.Redis | None, *, seconds: float, name: str = LOCK_NAME) -> None:
+    def __init__(self, client: redis.Redis | None, *, seconds: float, name: str = SCHEDULER_LOCK) -> None:
         self._lock: Lock | None = None
         if client is not None:
             self._lock = Lock(client, name, timeout=seconds, thread_local=False)
@@ -73,7 +72,7 @@ class ReconcilingScheduler(PersistentScheduler):  # type: ignore[misc]  # Celery
         super().__init__(*args, **kwargs)
         settings = get_settings()
         seconds = LOCK_INTERVALS * settings.reconcile_every_seconds
-        name = f"{LOCK_NAME}:{self.app.conf.task_default_queue}"  # one scheduler per service sharing the Redis
+        name = f"{SCHEDULER_LOCK}:{self.app.conf.task_default_queue}"  # one scheduler per service sharing the Redis
         self.scheduler_lock = SchedulerLock(shared_redis(settings), seconds=seconds, name=name)
 
     def close(self) -> None:
