@@ -71,7 +71,7 @@ chromium:  ## headless Chromium for the tests: found, installed from Debian when
 # The suite runs in TEST_PROCESSES pytest-xdist workers, each with a Redis database of its own (REDIS_URL in
 # testbed/stack.py: PLIMSOLL_TEST_REDIS_URL's and the next ones), then the `serial` tests without xdist. Both
 # passes run; either failing fails. `make check` does the same without real workers' tests and benchmark runs.
-TEST_PROCESSES ?= 2
+TEST_PROCESSES ?= 3  # more than the 2 cores of CI: much of the suite waits (rate limits, backoffs, workers starting)
 define two_passes
 	$(BIN)/pytest -q -n $(TEST_PROCESSES) --dist loadgroup -m "not serial $(1)"; parallel=$$?; \
 	$(BIN)/pytest -q -m "serial $(1)"; serial=$$?; test $$parallel = 0 && test $$serial = 0
