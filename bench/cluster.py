@@ -9,7 +9,12 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from celery import Celery
+
 from bench.chaos_services import Processes
+from models.settings import Settings
+from testbed.stack import REDIS_URL
+from worker.celery_app import make_celery
 
 CELERY = [sys.executable, "-m", "celery", "-A", "worker.celery_app:app"]
 
@@ -38,3 +43,9 @@ def start_beat(
     return processes.spawn(
         [*CELERY, "beat", "-s", str(schedule), f"--loglevel={loglevel}"], log="beat.log", env=env, cwd=cwd
     )
+
+
+def sender(queue: str) -> Celery:
+    """A Celery app of this process on the workers' broker, REDIS_URL (whatever this process's own settings say:
+    under pytest-xdist each worker has a Redis database of its own, and the default app's broker is database 0)."""
+    return make_celery(Settings(broker_url=REDIS_URL, step_queue=queue))

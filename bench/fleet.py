@@ -30,7 +30,7 @@ from sqlalchemy import select
 
 from bench import fleet_sleep
 from bench.chaos_services import Processes
-from bench.cluster import start_worker
+from bench.cluster import sender, start_worker
 from bench.goals import Goal, render_goals
 from bench.provenance import header
 from bench.report import table
@@ -44,7 +44,7 @@ from models.tables import Job, JobKind, JobStatus
 from models.tenants import create_tenant
 from testbed.stack import REDIS_URL, bundled_emulator, fresh_database, worker_environment
 from worker.fairness import priority_lists, step_priority
-from worker.names import RATE_LIMIT_KEYS
+from worker.names import RATE_LIMIT_KEYS, STEP_TASK
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -212,12 +212,12 @@ def workers(
                 cwd=ROOT,
                 log=f"worker{slot}.log",
             )
-        from worker.tasks import run_step_task
+        app = sender(queue)
 
         def send(job_id: int) -> None:  # with the priority the API's enqueue gives a first step (worker/fairness.py)
             with database.session() as session:
                 priority = step_priority(session, job_id)
-            run_step_task.apply_async((job_id, 0), queue=queue, priority=priority)
+            app.send_task(STEP_TASK, (job_id, 0), queue=queue, priority=priority)
 
         yield send
     finally:

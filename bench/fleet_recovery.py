@@ -26,11 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from celery import Celery
 from sqlalchemy import select
 
 from bench.chaos_services import Processes
-from bench.cluster import start_beat, start_worker
+from bench.cluster import sender, start_beat, start_worker
 from bench.goals import RECOVERY_GOAL_SECONDS
 from emulator import EmulatorConfig, EmulatorServer
 from models.db import Database
@@ -41,7 +40,7 @@ from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus
 from models.tenants import create_tenant
 from testbed.stack import REDIS_URL, bundled_emulator, fresh_database, worker_environment
-from worker.celery_app import make_celery, recovery_queue
+from worker.celery_app import recovery_queue
 from worker.names import SCHEDULER_LOCK, STEP_TASK
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -153,11 +152,6 @@ def _many_jobs(database: Database, count: int) -> list[int]:
             for _ in range(count)
         ]
         return [job.id for job in jobs]
-
-
-def sender(queue: str) -> Celery:
-    """A Celery app of this process on the workers' broker (whatever this process's own settings say)."""
-    return make_celery(Settings(broker_url=REDIS_URL, step_queue=queue))
 
 
 def _held_when_busy(app: Any, database: Database, name: str, deadline: float) -> dict[int, tuple[str | None, int]]:
