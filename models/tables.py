@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any, ClassVar, TypeVar
 
 from sqlalchemy import (
@@ -16,6 +17,7 @@ from sqlalchemy import (
     Index,
     Integer,
     LargeBinary,
+    Numeric,
     String,
     Text,
     TypeDecorator,
@@ -34,6 +36,7 @@ AnEnum = TypeVar("AnEnum", bound=enum.StrEnum)
 
 Json = JSON().with_variant(JSONB(), "postgresql")
 Id = BigInteger().with_variant(Integer(), "sqlite")  # SQLite autoincrements only INTEGER primary keys
+Usd = Numeric(20, 10)  # exact to a ten-millionth of a cent: a cheap model's token costs about 10^-8 USD
 
 
 class TextEnum(TypeDecorator[AnEnum]):
@@ -316,3 +319,48 @@ class IdempotencyKey(Base):
     content_type: Mapped[str | None] = mapped_column(String(100), default=None)
     body: Mapped[bytes | None] = mapped_column(LargeBinary, default=None)  # the answer as it was sent
     created_at: Mapped[datetime] = mapped_column(default=now, index=True)  # expiry counts from here
+
+
+class Event(Base):
+    """Something that happened to a job, told to its person and their systems (``models.events``): written in the
+    transaction that makes it true, so an event exists only once what it reports is committed. Ids grow in commit
+    order closely enough for a reader to resume after the last one it saw (``Last-Event-ID``)."""
+
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))  # the main job it belongs to
+    type: Mapped[str] = mapped_column(String(40))
+    data: Mapped[dict[str, Any]] = mapped_column(default=dict)  # what a client needs, never the history's text
+    created_at: Mapped[datetime] = mapped_column(default=now)
+
+    __table_args__ = (Index("ix_events_tenant_id", "tenant_id", "id"), Index("ix_events_job_id", "job_id", "id"))
+
+
+class Charge(Base):
+    """A request as its provider billed it (``models.ledger``): one row per request sent and answered, or refused
+    (a 429, a too-long rejection: 0), with the prices it was charged at, so a later price change rewrites nothing."""
+
+    __tablename__ = "charges"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))  # the job that sent it
+    main_job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    step: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(20))  # models.ledger.ChargeKind
+    model: Mapped[str] = mapped_column(String(100))
+    prices: Mapped[dict[str, Any]] = mapped_column(default=dict)  # priced_as, source, the rates used (USD/Mtok)
+    uncached_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cache_write_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cache_read_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    uncached_usd: Mapped[Decimal] = mapped_column(Usd, default=Decimal(0))
+    cache_write_usd: Mapped[Decimal] = mapped_column(Usd, default=Decimal(0))
+    cache_read_usd: Mapped[Decimal] = mapped_column(Usd, default=Decimal(0))
+    output_usd: Mapped[Decimal] = mapped_column(Usd, default=Decimal(0))
+    total_usd: Mapped[Decimal] = mapped_column(Usd, default=Decimal(0))
+    created_at: Mapped[datetime] = mapped_column(default=now)
+
+    __table_args__ = (Index("ix_charges_tenant_created", "tenant_id", "created_at"),)
