@@ -7,6 +7,7 @@ import logging
 import math
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import sentry_sdk
@@ -18,6 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from api.schemas import ErrorBody, problem_text
+from models.budgets import OverBudget
 from models.errors import InvalidInput, NotFound
 from models.limits import OverQuota
 from worker.tracebacks import scrubbed_traceback
@@ -57,7 +59,10 @@ async def invalid_input(_request: Request, exc: Exception) -> JSONResponse:
 
 
 async def over_quota(_request: Request, exc: Exception) -> JSONResponse:
-    return error(status.HTTP_429_TOO_MANY_REQUESTS, str(exc))
+    answer = error(status.HTTP_429_TOO_MANY_REQUESTS, str(exc))
+    if isinstance(exc, OverBudget):  # when the spent budget resets
+        answer.headers["Retry-After"] = str(max(1, math.ceil((exc.resets_at - datetime.now(UTC)).total_seconds())))
+    return answer
 
 
 async def not_found(_request: Request, exc: Exception) -> JSONResponse:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import date, datetime
+from decimal import Decimal
 from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -124,6 +125,7 @@ class JobCheck(BaseModel):
     hard_limit: int
     max_steps: int
     max_input_tokens: int
+    max_cost_usd: Decimal
     compaction: str
     warnings: list[str] = Field(default_factory=list, description="e.g. the model is deprecated or retired")
     max_document_chars: int = Field(description="the most characters one document may have: upload no larger file")
@@ -202,6 +204,8 @@ class JobSummary(Schema):
 class Limits(Schema):
     max_steps: int
     max_input_tokens: int
+    max_cost_usd: Decimal = Field(description="what the job and its subagents may spend together, in USD")
+    wind_down: bool = Field(description="the agent is told what is left when a budget nears its end")
 
 
 class JobView(BaseModel):

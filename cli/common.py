@@ -102,6 +102,11 @@ def job_options(flags: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in flags.items() if name in JobOptions.model_fields and value is not None}
 
 
+MaxCostUsd = Annotated[
+    float | None,
+    typer.Option(help="What the job and its subagents may spend together, in USD (default: the operator's)."),
+]
+
 # The choices are the API's own (models/statuses.py): an unknown one is a usage error (exit code 2), nothing sent.
 ChosenStrategy = Annotated[
     Strategy,

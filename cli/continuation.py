@@ -15,6 +15,7 @@ from cli.common import (
     Interval,
     JobId,
     Json,
+    MaxCostUsd,
     api,
     consoles,
     job_options,
@@ -35,6 +36,11 @@ def continue_job(
     model: Annotated[str | None, typer.Option(help="A model of the catalogue (default: the old job's).")] = None,
     budget: Annotated[int | None, typer.Option(help="Input tokens per request (default: the old job's).")] = None,
     strategy: ChosenStrategy = Strategy.PLIMSOLL,
+    max_cost_usd: MaxCostUsd = None,
+    max_steps: Annotated[int | None, typer.Option(help="Its limit of steps (default: the old job's).")] = None,
+    max_input_tokens: Annotated[
+        int | None, typer.Option(help="Its limit of input tokens over its steps (default: the old job's).")
+    ] = None,
     allow_retired_model: AllowRetiredModel = False,
     wait: Annotated[bool, typer.Option("--wait", help="Watch the new job until it finishes.")] = False,
     interval: Interval = 1.0,

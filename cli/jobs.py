@@ -23,6 +23,7 @@ from cli.common import (
     JobId,
     Json,
     Limit,
+    MaxCostUsd,
     Offset,
     api,
     consoles,
@@ -76,6 +77,14 @@ def submit(
     max_input_tokens: Annotated[
         int | None, typer.Option(help="Stop the job before its requests add up to more input tokens.")
     ] = None,
+    max_cost_usd: MaxCostUsd = None,
+    wind_down: Annotated[
+        bool,
+        typer.Option(
+            "--wind-down/--no-wind-down",
+            help="Tell the agent what is left when its budget nears its end (off: where the operator allows).",
+        ),
+    ] = True,
     allow_retired_model: AllowRetiredModel = False,
     wait: Annotated[bool, typer.Option("--wait", help="Watch the job until it finishes.")] = False,
     interval: Interval = 1.0,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
+from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -90,6 +91,10 @@ def list_tenants(as_json: Json = False, database_url: DatabaseUrl = None) -> Non
         )
     out.print(listing)
     plain(err, "A limit shown as default is the setting's (plimsoll tenant limits sets the tenant's own).")
+
+
+def _number(value: int | Decimal) -> int | float:
+    return float(value) if isinstance(value, Decimal) else value
 
 
 def _own(value: int | None) -> str:
@@ -180,6 +185,18 @@ def limits(
         int | None,
         typer.Option(min=0, help="The most bytes its stored documents may take (0: no limit).", show_default=False),
     ] = None,
+    max_cost_usd: Annotated[
+        float | None,
+        typer.Option(help="The most USD a job and its subagents may spend (and its default).", show_default=False),
+    ] = None,
+    daily_usd: Annotated[
+        float | None,
+        typer.Option(help="The most USD it may spend per UTC day (0: no budget).", show_default=False),
+    ] = None,
+    monthly_usd: Annotated[
+        float | None,
+        typer.Option(help="The most USD it may spend per UTC month (0: no budget).", show_default=False),
+    ] = None,
     reset: Annotated[
         bool, typer.Option("--reset", help="Every limit back to its setting's, before those given.")
     ] = False,
@@ -187,19 +204,23 @@ def limits(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Set the tenant's own limits, which win over the settings (PLIMSOLL_MAX_STEPS_PER_JOB,
-    PLIMSOLL_MAX_INPUT_TOKENS_PER_JOB, PLIMSOLL_MAX_QUEUED_JOBS_PER_TENANT, PLIMSOLL_MAX_DOCUMENT_BYTES_PER_TENANT);
-    with none given, print them. A job asking for more steps or input tokens is refused."""
+    PLIMSOLL_MAX_INPUT_TOKENS_PER_JOB, PLIMSOLL_MAX_QUEUED_JOBS_PER_TENANT, PLIMSOLL_MAX_DOCUMENT_BYTES_PER_TENANT,
+    PLIMSOLL_MAX_COST_USD_PER_JOB, PLIMSOLL_DAILY_USD_PER_TENANT, PLIMSOLL_MONTHLY_USD_PER_TENANT); with none given,
+    print them. A job asking for more steps, input tokens or money is refused; a raised day's or month's budget
+    lets the tenant's waiting jobs go on."""
     from models.limits import limits_of
     from models.settings import get_settings
-    from models.tenants import LIMITS, set_limits, tenant_named
+    from models.tenants import LIMITS, MONEY_LIMITS, set_limits, tenant_named
 
-    given = {
+    money = {"max_cost_usd_per_job": max_cost_usd, "daily_usd": daily_usd, "monthly_usd": monthly_usd}
+    given: dict[str, int | Decimal | None] = {
         "max_steps_per_job": max_steps,
         "max_input_tokens_per_job": max_input_tokens,
         "max_queued_jobs": max_queued_jobs,
         "max_document_bytes": max_document_bytes,
+        **{name: None if usd is None else Decimal(str(usd)) for name, usd in money.items()},
     }
-    changes = dict.fromkeys(LIMITS) if reset else {}
+    changes: dict[str, int | Decimal | None] = dict.fromkeys([*LIMITS, *MONEY_LIMITS]) if reset else {}
     changes |= {limit: value for limit, value in given.items() if value is not None}
     with session_on(database_url) as session:
         tenant = tenant_named(session, name)
@@ -207,10 +228,14 @@ def limits(
         session.flush()
         now_in_force = asdict(limits_of(tenant, get_settings()))
     if as_json:
-        print_json({"name": name} | now_in_force)
+        print_json(
+            {"name": name} | {limit: {**each, "value": _number(each["value"])} for limit, each in now_in_force.items()}
+        )
         return
     out, _err = consoles()
     grid = table("limit", "value", "set in")
     for limit, each in now_in_force.items():
-        grid.add_row(limit, "none" if each["value"] == 0 else f"{each['value']:,}", each["where"])
+        value = each["value"]
+        shown = "none" if value == 0 else f"{value:,} USD" if isinstance(value, Decimal) else f"{value:,}"
+        grid.add_row(limit, shown, each["where"])
     out.print(grid)

@@ -21,6 +21,8 @@ from the request it is sent.
   ``keep`` messages) is answered with the summary alone: the earlier summary's lines, then for each message of
   the range its NOTE and PAGE lines, a CALLED line per tool call and a PERSON line per text of the person, word
   for word; nothing invented. A summary block in the first message (``SUMMARY_BLOCK``) counts as notes written.
+- Told its budget is nearly spent (``WIND_DOWN_PHRASE`` in the last user message), it answers at once from what it
+  has: ``REPORT: <k> of <n> documents`` and the NOTE lines it has (those of results it can see now included).
 - Space-anxious: if its instructions lack the safety net ("cleared automatically") and the request already
   passes a quarter of the context budget the system prompt states, it stops early to save space.
 """
@@ -42,6 +44,7 @@ READ_DOCUMENT = "read_document"
 DELEGATE = "delegate"
 
 SAFETY_NET_PHRASE = "cleared automatically"
+WIND_DOWN_PHRASE = "write your answer now"
 CLEARED_MAX_CHARS = 500
 WRITTEN_SUMMARY_PHRASE = "summary of each document"
 WRITTEN_SUMMARY_CHARS = 1_500
@@ -116,12 +119,21 @@ def decide(
         except ValueError as exc:
             return AgentTurn(f"I could not read the list of documents: {exc}")
 
+    winding_down = _told_to_wind_down(conversation.messages)
     if DELEGATE in tools and (len(names) > delegate_group or READ_DOCUMENT not in tools):
-        return _delegating(names, seen, delegate_group, stop_early)
-    return _reading(names, seen, stop_early, written=WRITTEN_SUMMARY_PHRASE in instruction.lower())
+        return _delegating(names, seen, delegate_group, stop_early, winding_down=winding_down)
+    written = WRITTEN_SUMMARY_PHRASE in instruction.lower()
+    return _reading(names, seen, stop_early, written=written, winding_down=winding_down)
 
 
-def _reading(names: list[str], seen: _Seen, stop_early: bool, *, written: bool = False) -> AgentTurn:
+def _told_to_wind_down(messages: list[Message]) -> bool:
+    last = messages[-1] if messages else None
+    return last is not None and last["role"] == "user" and WIND_DOWN_PHRASE in "\n".join(_texts(last)).lower()
+
+
+def _reading(
+    names: list[str], seen: _Seen, stop_early: bool, *, written: bool = False, winding_down: bool = False
+) -> AgentTurn:
     notes = dict(seen.notes)
     new_lines = []
     read_on: dict[str, int] = {}
@@ -142,6 +154,9 @@ def _reading(names: list[str], seen: _Seen, stop_early: bool, *, written: bool =
     unread = [name for name in names if name not in notes]
     if not unread:
         return AgentTurn("\n".join([f"REPORT: {len(names)} documents", *(notes[name] for name in names)]))
+    if winding_down:
+        done = [notes[name] for name in names if name in notes]
+        return AgentTurn("\n".join([f"REPORT: {len(done)} of {len(names)} documents", *done]))
     if stop_early:
         return _stopping(len(names) - len(unread), len(names), new_lines)
     offset = read_on.get(unread[0], 0)
@@ -149,7 +164,9 @@ def _reading(names: list[str], seen: _Seen, stop_early: bool, *, written: bool =
     return AgentTurn("\n".join(new_lines), [ToolCall(READ_DOCUMENT, arguments)])
 
 
-def _delegating(names: list[str], seen: _Seen, group_size: int, stop_early: bool) -> AgentTurn:
+def _delegating(
+    names: list[str], seen: _Seen, group_size: int, stop_early: bool, *, winding_down: bool = False
+) -> AgentTurn:
     tasks = [delegate_task(names[start : start + group_size]) for start in range(0, len(names), group_size)]
     answers = {
         result.call.input.get("task"): result.text
@@ -157,11 +174,13 @@ def _delegating(names: list[str], seen: _Seen, group_size: int, stop_early: bool
         if result.call.name == DELEGATE and result.call.input.get("task") in tasks
     }
     waiting = [task for task in tasks if task not in answers]
-    if not waiting:
-        lines = [f"REPORT: {len(names)} documents"]
-        for task in tasks:
-            lines.extend(line for line in answers[task].splitlines() if not line.startswith("REPORT:"))
-        return AgentTurn("\n".join(lines))
+    if not waiting or winding_down:
+        lines = [
+            line for task in tasks for line in answers.get(task, "").splitlines() if not line.startswith("REPORT:")
+        ]
+        noted = sum(1 for line in lines if _NOTE_LINE.match(line))
+        head = f"REPORT: {len(names)} documents" if not waiting else f"REPORT: {noted} of {len(names)} documents"
+        return AgentTurn("\n".join([head, *lines]))
     if stop_early:
         return _stopping(0, len(names), [])
     text = f"Delegating {len(waiting)} groups of up to {group_size} documents."

@@ -89,13 +89,15 @@ def create_job(
     if parent is None:
         check_reproduction(strategy, options, settings)
         limits = tenant_limits(session, tenant_id, settings)
-        max_steps, max_input_tokens = job_limits(options, limits)
+        chosen = job_limits(options, limits)
+        max_steps, max_input_tokens, max_cost_usd = chosen.max_steps, chosen.max_input_tokens, chosen.max_cost_usd
         if not check_only:
             lock_quotas(session, tenant_id)
             check_queued_quota(session, tenant_id, limits)
     else:  # a subagent inherits its main job's options, checked when the main job was made
         max_steps = parent.max_steps if options.max_steps is None else options.max_steps
         max_input_tokens = parent.max_input_tokens if options.max_input_tokens is None else options.max_input_tokens
+        max_cost_usd = parent.max_cost_usd  # one budget: the main job's, which its subagents spend too
     if max_input_tokens < budget:
         raise InvalidInput(f"max_input_tokens must be at least the budget ({budget:,}): one request may use that much")
     documents = documents_of(session, tenant_id=tenant_id, ids=document_ids)
@@ -126,6 +128,8 @@ def create_job(
         ),
         max_steps=max_steps,
         max_input_tokens=max_input_tokens,
+        max_cost_usd=max_cost_usd,
+        wind_down=options.wind_down,
         tool_calls={},
         # No delivery has claimed it yet: if none does by then, the reconciler queues its first step again.
         lease_until=now() + timedelta(seconds=settings.lease_seconds),

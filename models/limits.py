@@ -7,6 +7,7 @@ and where it is set, so the person knows whom to ask."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
@@ -31,11 +32,20 @@ class Limit:
 
 
 @dataclass(frozen=True)
+class Money:
+    value: Decimal  # USD (0: no budget, where that is allowed)
+    where: str
+
+
+@dataclass(frozen=True)
 class TenantLimits:
     max_steps: Limit
     max_input_tokens: Limit
     max_queued_jobs: Limit  # 0: none
     max_document_bytes: Limit  # 0: none
+    max_cost_usd_per_job: Money
+    daily_usd: Money  # 0: none
+    monthly_usd: Money  # 0: none
 
 
 def tenant_limits(session: Session, tenant_id: int, settings: Settings) -> TenantLimits:
@@ -43,10 +53,16 @@ def tenant_limits(session: Session, tenant_id: int, settings: Settings) -> Tenan
 
 
 def limits_of(tenant: Tenant | None, settings: Settings) -> TenantLimits:
-    def limit(own: int | None, setting: str, option: str) -> Limit:
+    def where(own: object, setting: str, option: str) -> str:
         if own is not None:
-            return Limit(own, f"the operator's limit for this tenant: plimsoll tenant limits --{option}")
-        return Limit(getattr(settings, setting), f"the operator's setting PLIMSOLL_{setting.upper()}")
+            return f"the operator's limit for this tenant: plimsoll tenant limits --{option}"
+        return f"the operator's setting PLIMSOLL_{setting.upper()}"
+
+    def limit(own: int | None, setting: str, option: str) -> Limit:
+        return Limit(getattr(settings, setting) if own is None else own, where(own, setting, option))
+
+    def money(own: Decimal | None, setting: str, option: str) -> Money:
+        return Money(Decimal(getattr(settings, setting) if own is None else own), where(own, setting, option))
 
     own = tenant or Tenant()
     return TenantLimits(
@@ -54,11 +70,21 @@ def limits_of(tenant: Tenant | None, settings: Settings) -> TenantLimits:
         limit(own.max_input_tokens_per_job, "max_input_tokens_per_job", "max-input-tokens"),
         limit(own.max_queued_jobs, "max_queued_jobs_per_tenant", "max-queued-jobs"),
         limit(own.max_document_bytes, "max_document_bytes_per_tenant", "max-document-bytes"),
+        money(own.max_cost_usd_per_job, "max_cost_usd_per_job", "max-cost-usd"),
+        money(own.daily_usd, "daily_usd_per_tenant", "daily-usd"),
+        money(own.monthly_usd, "monthly_usd_per_tenant", "monthly-usd"),
     )
 
 
-def job_limits(options: JobOptions, limits: TenantLimits) -> tuple[int, int]:
-    """(max_steps, max_input_tokens) of a new job: those asked for, at most the ceilings; the ceilings if not."""
+@dataclass(frozen=True)
+class JobLimits:
+    max_steps: int
+    max_input_tokens: int
+    max_cost_usd: Decimal
+
+
+def job_limits(options: JobOptions, limits: TenantLimits) -> JobLimits:
+    """The limits of a new job: those asked for, at most the ceilings; the ceilings if not."""
     for asked, ceiling, name in (
         (options.max_steps, limits.max_steps, "max_steps"),
         (options.max_input_tokens, limits.max_input_tokens, "max_input_tokens"),
@@ -67,9 +93,16 @@ def job_limits(options: JobOptions, limits: TenantLimits) -> tuple[int, int]:
             raise InvalidInput(
                 f"{name} {asked:,} is over the ceiling of {ceiling.value:,} ({ceiling.where}); ask for at most that"
             )
-    return (
+    money = limits.max_cost_usd_per_job
+    if options.max_cost_usd is not None and options.max_cost_usd > money.value:
+        raise InvalidInput(
+            f"max_cost_usd {options.max_cost_usd} is over the ceiling of {money.value} USD ({money.where}); ask "
+            "for at most that"
+        )
+    return JobLimits(
         limits.max_steps.value if options.max_steps is None else options.max_steps,
         limits.max_input_tokens.value if options.max_input_tokens is None else options.max_input_tokens,
+        money.value if options.max_cost_usd is None else options.max_cost_usd,
     )
 
 
@@ -79,6 +112,7 @@ def check_reproduction(strategy: Strategy, options: JobOptions, settings: Settin
         return
     asked = [f"strategy={strategy}"] if strategy != Strategy.PLIMSOLL else []
     asked += [] if options.safety_net else ["safety_net=false"]
+    asked += [] if options.wind_down else ["wind_down=false"]
     if asked:
         raise InvalidInput(
             f"{' and '.join(asked)} reproduce old failures, for benchmarks: this service does not allow them "

@@ -7,6 +7,7 @@ using it. The module imports only pydantic and the engine's locale check: the co
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -63,12 +64,26 @@ class JobOptions(BaseModel):
         description="stop the job before its requests add up to more input tokens; default and most: the "
         "operator's (max_input_tokens_per_job)",
     )
+    max_cost_usd: Decimal | None = Field(
+        default=None,
+        gt=0,
+        le=10**9,
+        decimal_places=6,
+        description="what the job and its subagents may spend together, in USD; default and most: the operator's "
+        "(max_cost_usd_per_job)",
+    )
+    wind_down: bool = Field(
+        default=True,
+        description="tell the agent what is left when its budget nears its end (false: where the operator allows "
+        "reproductions)",
+    )
     allow_retired_model: bool = Field(
         default=False, description="run a new job on a retired model anyway (the provider may refuse it)"
     )
 
     KEPT: ClassVar[tuple[str, ...]] = (
         "model", "budget", "locale", "strategy", "safety_net", "compaction", "max_steps", "max_input_tokens",
+        "max_cost_usd", "wind_down",
     )  # fmt: skip
     """The options a job keeps in its row, defaults filled in; ``allow_retired_model`` is asked at creation only."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -86,8 +87,21 @@ class Settings(BaseSettings):
     # may ask for (a tenant's own, plimsoll tenant limits, wins).
     max_steps_per_job: int = Field(default=1_000, ge=1, le=MAX_STEPS)
     max_input_tokens_per_job: int = Field(default=50_000_000, ge=MIN_INPUT_TOKENS, le=MAX_INPUT_TOKENS)
-    # The strategies that reproduce old failures (legacy, original, unbatched) and safety_net=false, for the
-    # benchmarks: refused unless the operator allows them.
+    # Budgets in money, USD (worker/budgets.py): what a main job and its subagents may spend together, the default a
+    # job gets and the most it may ask for; what each tenant may spend per UTC day and per UTC month (0: no
+    # budget). A tenant's own (plimsoll tenant limits) wins over each. Every request's worst case is reserved
+    # before it is sent, so spend never passes a budget.
+    max_cost_usd_per_job: Decimal = Field(default=Decimal(250), gt=0, le=10**9, decimal_places=6)
+    daily_usd_per_tenant: Decimal = Field(default=Decimal(0), ge=0, le=10**9, decimal_places=6)
+    monthly_usd_per_tenant: Decimal = Field(default=Decimal(0), ge=0, le=10**9, decimal_places=6)
+    # When a job's steps, input tokens or money left hold about this many more of its steps (at its average so
+    # far), its requests tell the agent what is left, so that it writes its answer from what it has (0: never).
+    wind_down_steps: int = Field(default=3, ge=0, le=100)
+    # A step whose tenant has spent its day's or month's budget waits in the broker, holding nothing, and looks
+    # again after this long (or when the period turns, if sooner): raising the budget lets it go on.
+    budget_recheck_seconds: float = Field(default=60.0, gt=0.0)
+    # The strategies that reproduce old failures (legacy, original, unbatched), safety_net=false and
+    # wind_down=false, for the benchmarks: refused unless the operator allows them.
     allow_reproductions: bool = False
     # Quotas (0: none; a tenant's own, plimsoll tenant limits, wins): its main jobs waiting queued, and the bytes
     # (UTF-8) of its stored documents.

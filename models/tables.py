@@ -24,6 +24,7 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
     select,
+    true,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, column_property, mapped_column, relationship
@@ -84,6 +85,9 @@ class Tenant(Base):
     max_input_tokens_per_job: Mapped[int | None] = mapped_column(BigInteger, default=None)
     max_queued_jobs: Mapped[int | None] = mapped_column(default=None)  # PLIMSOLL_MAX_QUEUED_JOBS_PER_TENANT
     max_document_bytes: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    max_cost_usd_per_job: Mapped[Decimal | None] = mapped_column(Usd, default=None)  # PLIMSOLL_MAX_COST_USD_PER_JOB
+    daily_usd: Mapped[Decimal | None] = mapped_column(Usd, default=None)  # PLIMSOLL_DAILY_USD_PER_TENANT (0: none)
+    monthly_usd: Mapped[Decimal | None] = mapped_column(Usd, default=None)  # PLIMSOLL_MONTHLY_USD_PER_TENANT
 
 
 class ApiKey(Base):
@@ -168,6 +172,10 @@ class Job(Base):
     # call (sha256 of its name and input, shortened) was made.
     max_steps: Mapped[int] = mapped_column(Integer, default=1_000)
     max_input_tokens: Mapped[int] = mapped_column(BigInteger, default=50_000_000)
+    # What a main job and its subagents may spend together, in USD (a subagent keeps its main job's), and whether
+    # the agent is told what is left near the end (worker/budgets.py)
+    max_cost_usd: Mapped[Decimal] = mapped_column(Usd, default=Decimal(250), server_default="250")
+    wind_down: Mapped[bool] = mapped_column(default=True, server_default=true())
     tool_calls: Mapped[dict[str, Any]] = mapped_column(default=dict)
     calibration: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[datetime] = mapped_column(default=now)

@@ -6,6 +6,7 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -22,6 +23,12 @@ LIMITS = {
     "max_input_tokens_per_job": (MIN_INPUT_TOKENS, MAX_INPUT_TOKENS),
     "max_queued_jobs": (0, MAX_INT),  # 0: none
     "max_document_bytes": (0, MAX_ID),  # 0: none
+}
+# Its money limits, in USD: a job's ceiling (and default), and its budgets per UTC day and month (0: none).
+MONEY_LIMITS = {
+    "max_cost_usd_per_job": (Decimal("0.000001"), Decimal(10**9)),
+    "daily_usd": (Decimal(0), Decimal(10**9)),
+    "monthly_usd": (Decimal(0), Decimal(10**9)),
 }
 
 
@@ -123,15 +130,17 @@ def set_running_cap(session: Session, *, tenant_id: int, cap: int | None) -> Non
     tenant.max_running_jobs = cap
 
 
-def set_limits(session: Session, *, tenant_id: int, limits: dict[str, int | None]) -> None:
-    """The tenant's own limits, by name (``LIMITS``; None: back to the setting's); those not named are kept."""
+def set_limits(session: Session, *, tenant_id: int, limits: dict[str, int | Decimal | None]) -> None:
+    """The tenant's own limits, by name (``LIMITS``, ``MONEY_LIMITS``; None: back to the setting's); those not
+    named are kept."""
     tenant = session.get(Tenant, tenant_id)
     if tenant is None:
         raise NotFound(f"no tenant {tenant_id}")
     for name, value in limits.items():
-        if name not in LIMITS:
-            raise InvalidInput(f"unknown limit {name!r}; known: {', '.join(LIMITS)}")
-        least, most = LIMITS[name]
+        bounds = LIMITS.get(name) or MONEY_LIMITS.get(name)
+        if bounds is None:
+            raise InvalidInput(f"unknown limit {name!r}; known: {', '.join([*LIMITS, *MONEY_LIMITS])}")
+        least, most = bounds
         if value is not None and not least <= value <= most:
             raise InvalidInput(f"{name} must be between {least:,} and {most:,}, not {value:,}")
         setattr(tenant, name, value)

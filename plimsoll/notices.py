@@ -111,6 +111,16 @@ STOPPED_NOTICES: dict[str, dict[str, Forms]] = {
             "results together with the agent's notes, so results were left out before the agent could use them. "
             "Submit the job again with a budget of {needed} tokens or more. Everything it did is kept."
         ),
+        "wound_down": (
+            "This job's {what} was nearly spent, so the agent was asked to answer from what it had, and did: the "
+            "task may not be finished. It spent {spent} USD (its subagents included). Everything it did is kept. "
+            "To go on with more: plimsoll continue {job} {option}"
+        ),
+        "money": (
+            "This job reached its budget of {budget} USD: it spent {spent} USD (its subagents included) and ended "
+            "with its answer so far. Not done: {not_done}. Everything it did is kept. To go on with a higher "
+            "budget: plimsoll continue {job} --max-cost-usd {more}"
+        ),
         "unreachable": (
             "This job failed because the model provider at {host} could not be reached, also when tried again. "
             "Check {setting} and this machine's network (DNS, firewall, proxy, TLS), then submit the job again. "
@@ -159,6 +169,16 @@ STOPPED_NOTICES: dict[str, dict[str, Forms]] = {
             "spolu s poznámkami agenta, takže výsledky byly vynechány dříve, než je agent mohl použít. Zadejte "
             "úlohu znovu s rozpočtem alespoň {needed} tokenů. Vše, co udělala, zůstává."
         ),
+        "wound_down": (
+            "Rozpočet této úlohy ({what}) byl téměř vyčerpán, proto byl agent požádán, aby odpověděl z toho, co "
+            "má, a odpověděl: úkol nemusí být hotový. Utratila {spent} USD (včetně subagentů). Vše, co udělala, "
+            "zůstává. Pokračovat s větším rozpočtem: plimsoll continue {job} {option}"
+        ),
+        "money": (
+            "Úloha dosáhla svého rozpočtu {budget} USD: utratila {spent} USD (včetně subagentů) a skončila se "
+            "svou dosavadní odpovědí. Nehotovo: {not_done}. Vše, co udělala, zůstává. Pokračovat s vyšším "
+            "rozpočtem: plimsoll continue {job} --max-cost-usd {more}"
+        ),
         "unreachable": (
             "Úloha selhala, protože poskytovatel modelu na adrese {host} nebyl dosažitelný ani při opakovaných "
             "pokusech. Zkontrolujte {setting} a síť tohoto počítače (DNS, firewall, proxy, TLS) a zadejte úlohu "
@@ -174,6 +194,20 @@ COUNTED_BY = {
     "budget": "budget",
 }
 LANGUAGES = tuple(STOPPED_NOTICES)  # the languages every notice is written in
+
+
+# Told to the agent in its request when its job's budget (steps, input tokens or money) holds only a few more steps,
+# so that it writes its answer from what it has instead of being cut off. The emulator answers on its phrase.
+WIND_DOWN_PHRASE = "write your answer now"
+AGENT_WIND_DOWN = (
+    "[Budget] This job's budget is nearly spent: {left}. That is about {steps} more step(s). Please "
+    + WIND_DOWN_PHRASE
+    + " from what you have so far, and say plainly what you did not get to."
+)
+
+
+def wind_down_note(left: str, steps: int) -> str:
+    return AGENT_WIND_DOWN.format(left=left, steps=steps)
 
 
 def stopped_notice(why: str, locale: str | None = None, **values: object) -> str:

@@ -7,12 +7,14 @@ from collections.abc import Callable
 
 import redis
 
+from models.budgets import Budgets, namespace_of, spent_in_ledger
 from models.db import Database, get_database
 from models.endpoints import api_key_for
 from models.jobs import job_endpoint
 from models.settings import Settings, get_settings
 from models.tables import Job
 from worker.admission import Limiter
+from worker.outages import in_transaction
 from worker.providers import make_provider, timeouts
 from worker.providers.base import Provider
 from worker.step import Enqueue, Services
@@ -53,12 +55,29 @@ def limiter(settings: Settings) -> Limiter | None:
     return Limiter(client, settings.rate_limits) if client is not None else None
 
 
+def budgets(settings: Settings, database: Database) -> Budgets | None:
+    """The money budgets every worker shares, rebuilt from the ledger in ``database`` when Redis lacks them; None
+    without a shared Redis (the in-process queue without PLIMSOLL_LIMITER_URL)."""
+    client = shared_redis(settings) if settings.queue == "celery" or settings.limiter_url else None
+    if client is None:
+        return None
+    with database.session() as session:
+        namespace = namespace_of(session)
+    return Budgets(
+        client,
+        namespace,
+        lambda scope: in_transaction(database, lambda session: spent_in_ledger(session, scope)),
+    )
+
+
 def make_services(enqueue: Enqueue, *, settings: Settings | None = None, database: Database | None = None) -> Services:
     settings = settings or get_settings()
+    database = database or get_database()
     return Services(
-        database=database or get_database(),
+        database=database,
         settings=settings,
         provider_for=providers(settings),
         enqueue=enqueue,
         limiter=limiter(settings),
+        budgets=budgets(settings, database),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, status
 
+from api.budgets import check_budgets
 from api.deps import EnqueueDep, SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
 from api.idempotency import IDEMPOTENT
@@ -43,6 +44,7 @@ def continue_in_a_new_chat(
         )
     except Conflict as conflict:
         raise HTTPException(status.HTTP_409_CONFLICT, str(conflict)) from None
+    check_budgets(session, continued.job)
     queue_first_step(session, continued.job, enqueue)
     view = job_view(session, continued.job)
     return view.model_copy(update={"warnings": [*continued.warnings, *view.warnings]})

@@ -9,6 +9,7 @@ from fastapi import APIRouter, HTTPException, Query, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from api.budgets import check_budgets
 from api.deps import Enqueue, EnqueueDep, SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
 from api.idempotency import IDEMPOTENT
@@ -70,7 +71,7 @@ def queue_first_step(session: Session, job: Job, enqueue: Enqueue) -> None:
 
 
 def _job_of(session: Session, tenant_id: int, job_in: JobIn, *, check_only: bool = False) -> Job:
-    return create_job(
+    job = create_job(
         session,
         tenant_id=tenant_id,
         instruction=job_in.instruction,
@@ -78,6 +79,8 @@ def _job_of(session: Session, tenant_id: int, job_in: JobIn, *, check_only: bool
         options=job_in.options(),
         check_only=check_only,
     )
+    check_budgets(session, job)
+    return job
 
 
 @router.post("/check")
@@ -93,6 +96,7 @@ def check_job(job_in: JobIn, tenant: TenantDep, session: SessionDep) -> JobCheck
         hard_limit=job.hard_limit,
         max_steps=job.max_steps,
         max_input_tokens=job.max_input_tokens,
+        max_cost_usd=job.max_cost_usd,
         compaction=job.compaction,
         warnings=model_warnings(job.model),
         max_document_chars=get_settings().max_document_chars,

@@ -6,14 +6,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import UTC
+from decimal import Decimal
 from typing import Any, Literal
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from models.budgets import Over
 from models.history import append_messages
 from models.jobs import end_job
+from models.ledger import spent_by_main_job
 from models.statuses import CALIBRATED
-from models.tables import Job, JobStatus, now
+from models.tables import Job, JobStatus, Message, now
 from plimsoll import Calibrator
 from plimsoll.notices import new_chat_notice, stopped_notice
 from worker.budget_needed import budget_needed
@@ -151,3 +155,50 @@ def internal_error(session: Session, job_id: int, step: int | None, error: Excep
     why = f"an internal error ({type(error).__name__}) stopped the job at step {job.step + 1}; it was reported"
     end_job(job, JobStatus.FAILED, error=why)
     return Decided(Outcome(job.id, "finished", job.step, job.status), wake_parent(session, job))
+
+
+def out_of_money(session: Session, job_id: int, planned: Planned, over: Over) -> Decided:
+    """The job's money cannot hold its next request's worst case: it ends ``incomplete`` with its answer so far
+    (the agent's latest words) and a notice saying what was spent, what is not done and how to go on."""
+    job = session.get(Job, job_id, with_for_update=True)
+    if job is None or job.step != planned.step or job.status.finished:
+        return Decided(Outcome(job_id, "skipped", planned.step, job.status if job else "missing"))
+    if planned.carried:
+        append_messages(session, job, planned.carried, step=job.step + 1)  # results that arrived are kept
+    job.final_answer = latest_words(session, job)
+    limit = over.scope.limit or Decimal(0)
+    why = (
+        f"its budget of {limit:.2f} USD ({over.scope.where}) cannot hold its next request's worst case of "
+        f"{over.asked:.4f} USD: {over.spent:.4f} USD spent, {over.held:.4f} USD held by requests in flight"
+    )
+    end_job(job, JobStatus.INCOMPLETE, error=why)
+    notice = budget_notice(session, job, "money", over.spent, budget=f"{limit:.2f}", more=f"{limit * 2:.2f}")
+    notify(session, job, notice)
+    return Decided(Outcome(job.id, "finished", job.step, job.status), wake_parent(session, job))
+
+
+def budget_notice(session: Session, job: Job, why: str, spent: Decimal | None, **values: str) -> str:
+    """A notice for a job ended by one of its budgets: what it spent (its subagents included; None: as the ledger
+    has it) and what it has not done, and the command that goes on."""
+    if spent is None:
+        spent = spent_by_main_job(session, job.parent_id or job.id)
+    parts = session.scalars(select(Job.status).where(Job.parent_id == job.id)).all()
+    undone = sum(1 for status in parts if status != JobStatus.SUCCEEDED)
+    not_done = (
+        f"{undone} of its {len(parts)} subagents' tasks and the rest of its own" if parts else "the rest of its task"
+    )
+    return stopped_notice(why, job.locale, spent=f"{spent:.4f}", not_done=not_done, job=str(job.id), **values)
+
+
+def latest_words(session: Session, job: Job) -> str:
+    """The text of the agent's latest message: its answer so far."""
+    query = (
+        select(Message.content)
+        .where(Message.job_id == job.id, Message.role == "assistant")
+        .order_by(Message.seq.desc())
+        .limit(1)
+    )
+    content = session.scalar(query)
+    if isinstance(content, str):
+        return content
+    return "\n".join(block.get("text", "") for block in content or [] if block.get("type") == "text").strip()

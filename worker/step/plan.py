@@ -22,6 +22,7 @@ from plimsoll.messages import BLOCK_OVERHEAD, MESSAGE_OVERHEAD
 from worker.admission import planned_input
 from worker.compaction import compose
 from worker.legacy import legacy_plan
+from worker.money import NOTE_TOKENS, money_of, nearly_spent, with_note
 from worker.prompts import system_prompt
 from worker.step.results import Planned
 from worker.step.services import Services
@@ -79,6 +80,14 @@ def prepare(session: Session, job: Job, services: Services) -> Planned | None:
         newest_round = next((i for i in range(len(every) - 1, 0, -1) if every[i].role == "assistant"), len(every))
         smallest = every[0].tokens + overhead + sum(o.tokens for o in every[newest_round:])
         raise NothingFits(error, carried, smallest=smallest, factor=factor, budget=planning_budget) from error
+    max_tokens = composed.max_tokens or job.max_output_tokens
+    expected = int(composed.plan.tokens * factor)
+    money = money_of(session, job, services.settings, input_tokens=expected + NOTE_TOKENS, max_tokens=max_tokens)
+    request, left = composed.request, None
+    if composed.compaction is None:
+        within = services.settings.wind_down_steps
+        left = nearly_spent(job, money, services.budgets, expected_input=expected, within=within)
+        request = request if left is None else with_note(request, left)
     return Planned(
         step=job.step,
         strategy=job.strategy,
@@ -86,10 +95,10 @@ def prepare(session: Session, job: Job, services: Services) -> Planned | None:
         provider_name=job.provider,
         endpoint=host_of(job.endpoint) if job.endpoint else "",
         model=job.model,
-        max_tokens=composed.max_tokens or job.max_output_tokens,
+        max_tokens=max_tokens,
         system=system if composed.system is None else composed.system,
         tools=tools if composed.tools is None else composed.tools,
-        request=composed.request,
+        request=request,
         chosen=composed.plan,
         planning_budget=planning_budget,
         factor=factor,
@@ -97,8 +106,12 @@ def prepare(session: Session, job: Job, services: Services) -> Planned | None:
         breakpoints=composed.breakpoints,
         compaction=composed.compaction,
         tenant_id=job.tenant_id,
+        spends=money.spends,
+        prices=money.prices,
+        worst_usd=money.worst_usd,
+        wind_down=None if left is None else left.reason,
         counted_input=planned_input(
-            tokens=int(composed.plan.tokens * factor),
+            tokens=expected,
             provider=job.provider,
             cached_prefix=_cached_prefix(previous, cache, composed.plan),
         ),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any, Literal
 
+from redis.exceptions import RedisError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -18,8 +19,8 @@ from worker.lease import release
 from worker.providers.base import Reply
 from worker.runaway import Repeats, count_calls, fingerprint, with_warning
 from worker.step.claim import current
-from worker.step.endings import needed_budget, stop
-from worker.step.records import observe, step_record
+from worker.step.endings import budget_notice, needed_budget, stop
+from worker.step.records import notify, observe, step_record
 from worker.step.results import Decided, Outcome, Planned, Wake
 from worker.step.services import Services
 from worker.step.subagents import finish_with_parts, start_subagent, wake_parent
@@ -60,7 +61,10 @@ def answered(
         append_messages(session, job, [*new_messages, {"role": "user", "content": CONTINUE_AFTER_CUT_OFF}], step=step)
         wake = [(job.id, step, None)]
     else:
-        wake, action = _answer(session, job, reply, new_messages, step=step), "finished"
+        wake, action = (
+            _answer(session, job, reply, new_messages, step=step, planned=planned, services=services),
+            "finished",
+        )
     job.step, job.attempts, job.rate_limited_since = step, 0, None
     if action == "continued":
         release(job, seconds=services.settings.lease_seconds)
@@ -132,17 +136,57 @@ def _repeating(
     return stop(session, job, why, "repeating", tool=tool, times=times)
 
 
-def _answer(session: Session, job: Job, reply: Reply, new_messages: list[dict[str, Any]], *, step: int) -> list[Wake]:
-    """The job's answer, in parts if it was cut off at the output limit: the job ends, waking its parent."""
+def _answer(
+    session: Session,
+    job: Job,
+    reply: Reply,
+    new_messages: list[dict[str, Any]],
+    *,
+    step: int,
+    planned: Planned,
+    services: Services,
+) -> list[Wake]:
+    """The job's answer, in parts if it was cut off at the output limit: the job ends, waking its parent. An
+    answer given when the agent was told its budget is nearly spent ends the job ``incomplete``: the task may
+    not be done, and the notice says how to go on."""
     earlier = _cut_off_answers(session, job)
     append_messages(session, job, new_messages, step=step)
     answer = "".join([*earlier, _text(reply.content)]).strip()
     if reply.stop_reason == "refusal":
         end_job(job, JobStatus.FAILED, error="the model refused the task")
+    elif planned.wind_down is not None:
+        job.final_answer = answer
+        end_job(
+            job, JobStatus.INCOMPLETE, error=f"answered early: its {WOUND_DOWN[planned.wind_down][0]} was nearly spent"
+        )
+        notify(session, job, _wound_down_notice(session, job, planned, services))
     else:
         job.final_answer = answer
         finish_with_parts(session, job)
     return wake_parent(session, job)
+
+
+WOUND_DOWN = {  # what was nearly spent, and the option of `plimsoll continue` that gives more
+    "money": ("budget in money", "--max-cost-usd"),
+    "steps": ("limit of steps", "--max-steps"),
+    "tokens": ("limit of input tokens", "--max-input-tokens"),
+}
+
+
+def _wound_down_notice(session: Session, job: Job, planned: Planned, services: Services) -> str:
+    what, option = WOUND_DOWN[planned.wind_down or "money"]
+    more = {
+        "money": f"{job.max_cost_usd * 2:.2f}",
+        "steps": str(job.max_steps * 2),
+        "tokens": str(job.max_input_tokens * 2),
+    }[planned.wind_down or "money"]
+    spent = None
+    if services.budgets is not None and planned.spends:
+        try:
+            spent = services.budgets.standing(planned.spends[0]).spent
+        except RedisError:
+            spent = None
+    return budget_notice(session, job, "wound_down", spent, what=what, option=f"{option} {more}")
 
 
 def _cut_off_answers(session: Session, job: Job) -> list[str]:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal
 
+from models.budgets import Scope
+from models.pricing import Prices
 from models.tables import Strategy
 from plimsoll import Plan
 from plimsoll.compaction import Compaction
@@ -28,6 +31,7 @@ class Outcome:
         "rate_limited",
         "waiting_for_capacity",
         "waiting_for_slot",
+        "waiting_for_budget",
         "skipped",
     ]
     step: int
@@ -77,3 +81,7 @@ class Planned:
     compaction: Compaction | None = None  # the request asks for a summary of this range (worker/compaction.py)
     counted_input: int = 0  # what the request is expected to count against the provider's input-token limit
     tenant_id: int = 0  # whose share of the admission line the request takes
+    spends: tuple[Scope, ...] = ()  # the money budgets the request spends: its main job's, its tenant's day and month
+    prices: Prices | None = None  # what it is charged at (None: the model has no price; no money is held)
+    worst_usd: Decimal = Decimal(0)  # its worst case (models.costs.worst_case), held in ``spends`` before sending
+    wind_down: str | None = None  # which budget is nearly spent ("money", "steps", "tokens"), the agent told so

@@ -17,12 +17,14 @@ from models.tables import Job
 from worker.errors import ProviderError, RateLimited, TooLong
 from worker.metrics import CAPACITY_WAIT_HELD, RATE_LIMIT_WAITS
 from worker.outages import DatabaseUnavailable, in_transaction
+from worker.providers.base import Reply
 from worker.step.claim import begin, learn_limits_first
 from worker.step.endings import internal_error
 from worker.step.reply import answered
-from worker.step.results import Decided, Outcome, Wake
+from worker.step.results import Decided, Outcome, Planned, Wake
 from worker.step.send import admit, send
 from worker.step.services import Services, store_surviving_outages
+from worker.step.spend import Hold, hold, settle
 from worker.step.unanswered import compaction_refused, replanned, unanswered
 from worker.tenant_cap import waiting_jobs
 from worker.tracebacks import scrubbed_traceback
@@ -41,10 +43,16 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
     if isinstance(begun, Decided):
         return after_commit(begun, services)
     planned = replace(begun, seconds=time.perf_counter() - started)
+    held = hold(planned, job_id, owner, services)
+    if isinstance(held, Decided):
+        return after_commit(held, services)
+    if isinstance(held, Outcome):
+        return held
     waiting = admit(planned, job_id, owner, services)
     if waiting is not None:
+        settle(held, services, None)
         return waiting
-    answer, answered_at = send(planned, job_id, owner, services)
+    answer, answered_at = _sent(planned, job_id, owner, services, held)
     if isinstance(answer, TooLong) and planned.compaction is not None:  # the job goes on without the summary
         skipped = store_surviving_outages(
             services, partial(compaction_refused, job_id=job_id, planned=planned, error=answer, services=services)
@@ -58,7 +66,12 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
         if isinstance(again, Decided):
             return after_commit(again, services)
         planned = again
-        answer, answered_at = send(planned, job_id, owner, services)
+        held = hold(planned, job_id, owner, services)
+        if isinstance(held, Decided):
+            return after_commit(held, services)
+        if isinstance(held, Outcome):
+            return held
+        answer, answered_at = _sent(planned, job_id, owner, services, held)
     if isinstance(answer, ProviderError):
         failed = store_surviving_outages(
             services, partial(unanswered, job_id=job_id, planned=planned, error=answer, services=services)
@@ -84,6 +97,19 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
         )  # fmt: skip
         raise
     return after_commit(stored, services)
+
+
+def _sent(
+    planned: Planned, job_id: int, owner: str, services: Services, held: Hold | None
+) -> tuple[Reply | ProviderError, float]:
+    """Send the request; its hold in the money budgets becomes what the reply cost, or is given back."""
+    try:
+        answer, answered_at = send(planned, job_id, owner, services)
+    except BaseException:
+        settle(held, services, None)
+        raise
+    settle(held, services, answer.usage if isinstance(answer, Reply) else None)
+    return answer, answered_at
 
 
 def fail_after_internal_error(job_id: int, step: int | None, error: Exception, services: Services) -> Outcome:

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import sentry_sdk
 from sqlalchemy.orm import Session
 
+from models.budgets import Budgets
 from models.db import Database
 from models.settings import Settings
 from models.tables import Job
@@ -30,6 +31,7 @@ class Services:
     enqueue: Enqueue
     report: Callable[[BaseException], Any] = sentry_sdk.capture_exception
     limiter: Limiter | None = None  # admission under the provider's rate limits (None: send at once)
+    budgets: Budgets | None = None  # the shared money budgets (None: no shared Redis, budgets not enforced)
 
 
 def store_surviving_outages(services: Services, work: Callable[[Session], T]) -> T:

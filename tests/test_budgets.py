@@ -1,0 +1,203 @@
+"""Budgets in money (models/budgets.py, worker/step/spend.py): held atomically in the shared Redis by racing
+processes without overshoot, rebuilt from the ledger, expired when their step dies; the defaults and the 422s a
+user gets; the wind-down note reaching the emulator and the ``incomplete`` ending; a tenant's day spent: new jobs
+refused, running ones waiting without a lease, and going on once the operator raises the budget."""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import time
+import uuid
+from dataclasses import replace
+from decimal import Decimal
+from typing import Any
+
+import pytest
+import redis
+from sqlalchemy import select
+
+from models.budgets import Budgets, Scope, job_scope, namespace_of, spent_in_ledger
+from models.db import Database
+from models.ledger import ChargeKind, record_charge
+from models.pricing import prices_of
+from models.settings import Settings
+from models.tables import Job, JobStatus, Notice
+from models.tenants import issue_key, set_limits
+from testbed.stack import REDIS_URL
+from tests.support_api import serve_api
+from tests.support_worker import new_job, services, submit
+from worker.providers.base import Provider
+from worker.step import run_step
+
+pytestmark = pytest.mark.usefixtures("emulator_reset")
+
+DOCUMENTS = {f"chapter-{n}.txt": f"Chapter {n}. " + "The keeper lit the lamp at dusk. " * 40 for n in range(1, 7)}
+
+
+def _budgets(database: Database) -> Budgets:
+    with database.session() as session:
+        namespace = namespace_of(session)
+
+    def ledger(scope: Scope) -> Decimal:
+        with database.session() as session:
+            return spent_in_ledger(session, scope)
+
+    return Budgets(redis.Redis.from_url(REDIS_URL), namespace, ledger)
+
+
+def _racer(namespace: str, main_job: int, rounds: int, seed: int, results: Any) -> None:
+    budgets = Budgets(redis.Redis.from_url(REDIS_URL), namespace, lambda scope: Decimal(0))
+    scopes = [job_scope(1, main_job, Decimal("1.00"))]
+    rng = random.Random(seed)
+    spent = Decimal(0)
+    for n in range(rounds):
+        ticket = f"{seed}:{n}"
+        asked = Decimal("0.07")
+        if budgets.reserve(ticket, scopes, asked, hold_seconds=30) is None:
+            cost = Decimal(rng.randint(10, 70)) / 1000  # what the reply cost: at most its worst case
+            time.sleep(rng.random() / 200)
+            budgets.settle(ticket, scopes, cost)
+            spent += cost
+    results.put(spent)
+
+
+def test_processes_racing_for_one_budget_never_spend_past_it() -> None:
+    namespace, main_job = uuid.uuid4().hex[:12], 7
+    results: Any = multiprocessing.Queue()
+    racers = [multiprocessing.Process(target=_racer, args=(namespace, main_job, 40, n, results)) for n in range(6)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(60)
+    spent = sum((results.get(timeout=5) for _ in racers), Decimal(0))
+    budgets = Budgets(redis.Redis.from_url(REDIS_URL), namespace, lambda scope: Decimal(0))
+    standing = budgets.standing(job_scope(1, main_job, Decimal("1.00")))
+    assert standing.spent == spent <= Decimal("1.00")
+    assert standing.held == 0
+    assert spent > Decimal("1.00") - Decimal("0.07")  # refused only when the last worst case did not fit
+
+
+def test_a_budget_redis_lost_is_rebuilt_from_the_ledger_and_a_dead_steps_hold_expires(database: Database) -> None:
+    job_id = new_job(database, {"a.txt": "text"})
+    with database.session() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        prices = prices_of(job.model, Settings())
+        charge = record_charge(
+            session, job, step=1, kind=ChargeKind.STEP, prices=prices, uncached=100_000, written=0, read=0,
+            output=10_000, cache_ttl_seconds=300,
+        )  # fmt: skip
+        paid = charge.total_usd
+    budgets = _budgets(database)
+    scope = job_scope(job.tenant_id, job_id, paid + Decimal("0.5"))
+    assert budgets.standing(scope).spent == paid  # from the ledger: Redis had nothing
+    assert budgets.reserve("dying", [scope], Decimal("0.4"), hold_seconds=1) is None
+    over = budgets.reserve("next", [scope], Decimal("0.2"), hold_seconds=30)
+    assert over is not None and over.held == Decimal("0.4") and over.spent == paid
+    time.sleep(1.2)  # the first step died holding 0.4: its hold expires
+    assert budgets.reserve("next", [scope], Decimal("0.2"), hold_seconds=30) is None
+    client = redis.Redis.from_url(REDIS_URL)
+    client.delete(*client.keys(f"plimsoll:budget:*:{job.tenant_id}}}:job:{job_id}*"))  # Redis lost its data
+    assert budgets.standing(scope).spent == paid
+    assert budgets.reserve("after", [scope], Decimal("0.6"), hold_seconds=30) is not None  # still refused
+
+
+def test_the_defaults_a_user_gets_and_the_ceilings_refused_with_422(database: Database) -> None:
+    assert Settings().max_cost_usd_per_job == Decimal(250)
+    assert Settings().daily_usd_per_tenant == Settings().monthly_usd_per_tenant == 0  # no period budget
+    with serve_api(database) as api:
+        caller = api.tenant()
+        document = caller.document("a.txt", "text")
+        job = caller.job([document])
+        assert Decimal(job["limits"]["max_cost_usd"]) == Decimal(250)
+        assert job["limits"]["wind_down"] is True
+        over = caller.post("/v1/jobs", json={"instruction": "Go.", "document_ids": [document], "max_cost_usd": 251})
+        assert over.status_code == 422
+        assert "PLIMSOLL_MAX_COST_USD_PER_JOB" in over.text and "250" in over.text
+        with database.session() as session:
+            set_limits(session, tenant_id=caller.tenant_id, limits={"max_cost_usd_per_job": Decimal(5)})
+        over = caller.post("/v1/jobs", json={"instruction": "Go.", "document_ids": [document], "max_cost_usd": 6})
+        assert over.status_code == 422 and "plimsoll tenant limits --max-cost-usd" in over.text
+        off = caller.post("/v1/jobs", json={"instruction": "Go.", "document_ids": [document], "wind_down": False})
+        assert off.status_code == 422 and "wind_down=false" in off.text
+
+
+def _run(job_id: int, steps: Any, limit: int = 40) -> list[Any]:
+    outcomes = []
+    for _ in range(limit):
+        outcomes.append(run_step(job_id, steps))
+        if outcomes[-1].action in ("finished", "skipped", "waiting_for_budget"):
+            break
+    return outcomes
+
+
+def _money_job(database: Database, usd: str, *, wind_down: bool) -> int:
+    job_id = submit(database, DOCUMENTS, enqueue=False, max_cost_usd=Decimal(usd), wind_down=wind_down)
+    with database.session() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        job.max_output_tokens = 1_000  # a worst case a few steps' cost, so a small budget holds a few steps
+    return job_id
+
+
+@pytest.mark.usefixtures("allow_reproductions")
+def test_the_wind_down_note_reaches_the_model_and_both_endings_are_incomplete(
+    database: Database, anthropic_provider: Provider
+) -> None:
+    woken: list[int] = []
+    steps = services(database, anthropic_provider, woken)
+    steps.budgets = _budgets(database)
+    told, cut = _money_job(database, "0.08", wind_down=True), _money_job(database, "0.08", wind_down=False)
+    _run(told, steps)
+    _run(cut, steps)
+    with database.session() as session:
+        ended = {job_id: session.get(Job, job_id) for job_id in (told, cut)}
+        notices = {n.job_id: n.text for n in session.scalars(select(Notice).where(Notice.job_id.in_([told, cut])))}
+    wound, stopped = ended[told], ended[cut]
+    assert wound is not None and stopped is not None
+    assert wound.status == stopped.status == JobStatus.INCOMPLETE
+    # The emulator answers "REPORT: k of n" only when its request carried the note.
+    assert (wound.final_answer or "").startswith("REPORT: ") and " of 6 documents" in (wound.final_answer or "")
+    assert "nearly spent" in notices[told] and f"plimsoll continue {told} --max-cost-usd" in notices[told]
+    assert (
+        "reached its budget of 0.08 USD" in notices[cut] and f"plimsoll continue {cut} --max-cost-usd" in notices[cut]
+    )
+    assert "Not done" in notices[cut]
+    covered = {job.id: (job.final_answer or "").count("NOTE ") for job in (wound, stopped)}
+    assert covered[told] > covered[cut] >= 0
+    for job in (wound, stopped):
+        standing = steps.budgets.standing(job_scope(job.tenant_id, job.id, job.max_cost_usd))
+        assert standing.spent <= Decimal("0.08") and standing.held == 0
+
+
+def test_a_tenant_whose_day_is_spent_waits_without_a_lease_and_goes_on_when_raised(
+    database: Database, anthropic_provider: Provider
+) -> None:
+    woken: list[int] = []
+    steps = services(database, anthropic_provider, woken)
+    steps.budgets = _budgets(database)
+    job_id = submit(database, DOCUMENTS, enqueue=False)
+    with database.session() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        tenant_id = job.tenant_id
+        set_limits(session, tenant_id=tenant_id, limits={"daily_usd": Decimal("0.01")})
+    waiting = run_step(job_id, steps)
+    assert waiting.action == "waiting_for_budget" and waiting.retry_in and waiting.retry_in > 0
+    assert woken == [job_id]
+    with database.session() as session:
+        job = session.get(Job, job_id)
+        assert job is not None and job.lease_owner is None and job.status == JobStatus.RUNNING
+    with serve_api(database) as api:  # a new job of the tenant is refused, saying when the day resets
+        with database.session() as session:
+            caller = replace(api.tenant(), tenant_id=tenant_id, key=issue_key(session, tenant_id=tenant_id))
+        document = caller.document("b.txt", "text")
+        refused = caller.post("/v1/jobs", json={"instruction": "Go.", "document_ids": [document]})
+        assert refused.status_code == 429, refused.text
+        assert "day's budget of 0.01 USD is spent" in refused.text and "UTC" in refused.text
+        assert 0 < int(refused.headers["Retry-After"]) <= 24 * 3600
+    with database.session() as session:
+        set_limits(session, tenant_id=tenant_id, limits={"daily_usd": Decimal(20)})
+    outcomes = _run(job_id, steps)
+    assert outcomes[-1].action == "finished" and outcomes[-1].status == JobStatus.SUCCEEDED

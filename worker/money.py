@@ -1,0 +1,88 @@
+"""A step's money: the budgets its request spends (models/budgets.py), the request's worst case, and the note that
+tells the agent its job's budget (money, steps or input tokens) is nearly spent, so that it answers from what it
+has instead of being cut off."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Literal
+
+from sqlalchemy.orm import Session
+
+from models.budgets import Budgets, Scope, job_scope, tenant_scopes
+from models.costs import worst_case
+from models.limits import tenant_limits
+from models.pricing import Prices, Unpriced, prices_of
+from models.settings import Settings
+from models.tables import Job, now
+from plimsoll.notices import wind_down_note
+
+logger = logging.getLogger(__name__)
+
+Reason = Literal["money", "steps", "tokens"]
+NOTE_TOKENS = 200  # the wind-down note's tokens and more: every request's worst case allows for it
+
+
+@dataclass(frozen=True)
+class Money:
+    spends: tuple[Scope, ...]
+    prices: Prices | None
+    worst_usd: Decimal
+
+
+def money_of(session: Session, job: Job, settings: Settings, *, input_tokens: int, max_tokens: int) -> Money:
+    """The budgets a request of ``input_tokens`` (planned) and ``max_tokens`` spends, and its worst case."""
+    main_id = job.parent_id if job.parent_id is not None else job.id
+    limits = tenant_limits(session, job.tenant_id, settings)
+    spends = (job_scope(job.tenant_id, main_id, job.max_cost_usd), *tenant_scopes(job.tenant_id, limits, now()))
+    try:
+        prices = prices_of(job.model, settings)
+    except Unpriced:
+        logger.warning("job %s: its model has no price; its budgets in money are not held", job.id)
+        return Money(spends, None, Decimal(0))
+    worst = worst_case(
+        prices, input_tokens=input_tokens, max_output_tokens=max_tokens, cache_ttl_seconds=settings.cache_ttl_seconds
+    )
+    return Money(spends, prices, worst)
+
+
+@dataclass(frozen=True)
+class Left:
+    reason: Reason
+    steps: int  # about how many more steps it holds
+    told: str  # what is left, in words
+
+
+def nearly_spent(job: Job, money: Money, budgets: Budgets | None, *, expected_input: int, within: int) -> Left | None:
+    """The budget of ``job`` nearest its end, if it holds ``within`` more steps or fewer (at the average so far)."""
+    if within <= 0 or not job.wind_down:
+        return None
+    found = [Left("steps", job.max_steps - job.step, f"{job.max_steps - job.step:,} of its {job.max_steps:,} steps")]
+    tokens_left = job.max_input_tokens - job.total_input_tokens
+    per_step = max(expected_input, job.total_input_tokens // max(1, job.step))
+    found.append(
+        Left("tokens", tokens_left // max(1, per_step), f"{tokens_left:,} of its {job.max_input_tokens:,} input tokens")
+    )
+    if budgets is not None and money.prices is not None:
+        scope = money.spends[0]
+        standing = budgets.standing(scope)
+        if standing.sent > 0 and scope.limit is not None:
+            left = scope.limit - standing.spent - standing.held
+            average = standing.spent / standing.sent
+            steps = 0 if left < money.worst_usd else 1 + int((left - money.worst_usd) / max(average, Decimal("1e-9")))
+            found.append(Left("money", steps, f"{max(left, Decimal(0)):.2f} of its {scope.limit:.2f} USD"))
+    nearest = min(found, key=lambda each: each.steps)
+    return nearest if nearest.steps <= within else None
+
+
+def with_note(request: list[dict[str, Any]], left: Left) -> list[dict[str, Any]]:
+    """The request with the wind-down note at the end of its last user message (the stored history is unchanged)."""
+    note = {"type": "text", "text": wind_down_note(left.told, max(1, left.steps))}
+    if not request or request[-1]["role"] != "user":
+        return [*request, {"role": "user", "content": [note]}]
+    last = request[-1]
+    content = last["content"]
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    return [*request[:-1], {**last, "content": [*blocks, note]}]
