@@ -5,6 +5,7 @@ refused, running ones waiting without a lease, and going on once the operator ra
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import random
 import time
@@ -32,7 +33,7 @@ from worker.step import run_step
 
 pytestmark = pytest.mark.usefixtures("emulator_reset")
 
-DOCUMENTS = {f"chapter-{n}.txt": f"Chapter {n}. " + "The keeper lit the lamp at dusk. " * 40 for n in range(1, 7)}
+DOCUMENTS = {f"chapter-{n}.txt": f"Chapter {n}. " + "The keeper lit the lamp at dusk. " * 40 for n in range(1, 11)}
 
 
 def _budgets(database: Database) -> Budgets:
@@ -148,7 +149,7 @@ def test_the_wind_down_note_reaches_the_model_and_both_endings_are_incomplete(
     woken: list[int] = []
     steps = services(database, anthropic_provider, woken)
     steps.budgets = _budgets(database)
-    told, cut = _money_job(database, "0.08", wind_down=True), _money_job(database, "0.08", wind_down=False)
+    told, cut = _money_job(database, "0.025", wind_down=True), _money_job(database, "0.025", wind_down=False)
     _run(told, steps)
     _run(cut, steps)
     with database.session() as session:
@@ -158,17 +159,17 @@ def test_the_wind_down_note_reaches_the_model_and_both_endings_are_incomplete(
     assert wound is not None and stopped is not None
     assert wound.status == stopped.status == JobStatus.INCOMPLETE
     # The emulator answers "REPORT: k of n" only when its request carried the note.
-    assert (wound.final_answer or "").startswith("REPORT: ") and " of 6 documents" in (wound.final_answer or "")
+    assert (wound.final_answer or "").startswith("REPORT: ") and " of 10 documents" in (wound.final_answer or "")
     assert "nearly spent" in notices[told] and f"plimsoll continue {told} --max-cost-usd" in notices[told]
     assert (
-        "reached its budget of 0.08 USD" in notices[cut] and f"plimsoll continue {cut} --max-cost-usd" in notices[cut]
+        "reached its budget of 0.025 USD" in notices[cut] and f"plimsoll continue {cut} --max-cost-usd" in notices[cut]
     )
     assert "Not done" in notices[cut]
     covered = {job.id: (job.final_answer or "").count("NOTE ") for job in (wound, stopped)}
     assert covered[told] > covered[cut] >= 0
     for job in (wound, stopped):
         standing = steps.budgets.standing(job_scope(job.tenant_id, job.id, job.max_cost_usd))
-        assert standing.spent <= Decimal("0.08") and standing.held == 0
+        assert standing.spent <= job.max_cost_usd and standing.held == 0
 
 
 def test_a_tenant_whose_day_is_spent_waits_without_a_lease_and_goes_on_when_raised(
@@ -201,3 +202,50 @@ def test_a_tenant_whose_day_is_spent_waits_without_a_lease_and_goes_on_when_rais
         set_limits(session, tenant_id=tenant_id, limits={"daily_usd": Decimal(20)})
     outcomes = _run(job_id, steps)
     assert outcomes[-1].action == "finished" and outcomes[-1].status == JobStatus.SUCCEEDED
+
+
+def test_the_operator_sets_a_tenants_money_limits_as_docs_limits_shows(database: Database, database_url: str) -> None:
+    from typer.testing import CliRunner
+
+    from cli.main import app as cli
+
+    with database.session() as session:
+        from models.tenants import create_tenant
+
+        tenant, _ = create_tenant(session, name=f"acme-{uuid.uuid4().hex[:8]}")
+        name = tenant.name
+    runner = CliRunner()
+    # docs/limits.md: plimsoll tenant limits acme --daily-usd 20 --monthly-usd 300 --max-cost-usd 5
+    changed = runner.invoke(
+        cli, ["tenant", "limits", name, "--daily-usd", "20", "--monthly-usd", "300", "--max-cost-usd", "5",
+              "--json", "--database-url", database_url],
+    )  # fmt: skip
+    assert changed.exit_code == 0, changed.output
+    shown = json.loads(changed.stdout)
+    assert (shown["daily_usd"]["value"], shown["monthly_usd"]["value"], shown["max_cost_usd_per_job"]["value"]) == (
+        20,
+        300,
+        5,
+    )
+    assert shown["daily_usd"]["where"] == "the operator's limit for this tenant: plimsoll tenant limits --daily-usd"
+    reset = runner.invoke(cli, ["tenant", "limits", name, "--reset", "--json", "--database-url", database_url])
+    assert json.loads(reset.stdout)["daily_usd"] == {
+        "value": 0, "where": "the operator's setting PLIMSOLL_DAILY_USD_PER_TENANT"
+    }  # fmt: skip
+
+
+def test_a_continued_job_takes_the_higher_budget_it_is_given(database: Database) -> None:
+    from models.continuation import continue_job
+    from models.options import JobOptions
+
+    old = submit(database, {"a.txt": "Alpha."}, enqueue=False, max_cost_usd=Decimal(1))
+    with database.session() as session:
+        job = session.get(Job, old)
+        assert job is not None
+        job.status = JobStatus.INCOMPLETE
+        tenant_id = job.tenant_id
+    with database.session() as session:
+        new = continue_job(
+            session, tenant_id=tenant_id, job_id=old, instruction="Go on.", options=JobOptions(max_cost_usd=Decimal(2))
+        ).job
+        assert new.max_cost_usd == Decimal(2)

@@ -172,7 +172,7 @@ def out_of_money(session: Session, job_id: int, planned: Planned, over: Over) ->
         f"{over.asked:.4f} USD: {over.spent:.4f} USD spent, {over.held:.4f} USD held by requests in flight"
     )
     end_job(job, JobStatus.INCOMPLETE, error=why)
-    notice = budget_notice(session, job, "money", over.spent, budget=f"{limit:.2f}", more=f"{limit * 2:.2f}")
+    notice = budget_notice(session, job, "money", over.spent, budget=usd(limit), more=usd(limit * 2))
     notify(session, job, notice)
     return Decided(Outcome(job.id, "finished", job.step, job.status), wake_parent(session, job))
 
@@ -187,7 +187,12 @@ def budget_notice(session: Session, job: Job, why: str, spent: Decimal | None, *
     not_done = (
         f"{undone} of its {len(parts)} subagents' tasks and the rest of its own" if parts else "the rest of its task"
     )
-    return stopped_notice(why, job.locale, spent=f"{spent:.4f}", not_done=not_done, job=str(job.id), **values)
+    return stopped_notice(why, job.locale, spent=usd(spent), not_done=not_done, job=str(job.id), **values)
+
+
+def usd(amount: Decimal) -> str:
+    """An amount of USD as people write it: 0.025, 12.5, 0.0085 (to a hundredth of a cent)."""
+    return f"{amount.quantize(Decimal('0.0001')).normalize():f}"
 
 
 def latest_words(session: Session, job: Job) -> str:

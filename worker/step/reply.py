@@ -19,7 +19,7 @@ from worker.lease import release
 from worker.providers.base import Reply
 from worker.runaway import Repeats, count_calls, fingerprint, with_warning
 from worker.step.claim import current
-from worker.step.endings import budget_notice, needed_budget, stop
+from worker.step.endings import budget_notice, needed_budget, stop, usd
 from worker.step.records import notify, observe, step_record
 from worker.step.results import Decided, Outcome, Planned, Wake
 from worker.step.services import Services
@@ -176,7 +176,7 @@ WOUND_DOWN = {  # what was nearly spent, and the option of `plimsoll continue` t
 def _wound_down_notice(session: Session, job: Job, planned: Planned, services: Services) -> str:
     what, option = WOUND_DOWN[planned.wind_down or "money"]
     more = {
-        "money": f"{job.max_cost_usd * 2:.2f}",
+        "money": usd(job.max_cost_usd * 2),
         "steps": str(job.max_steps * 2),
         "tokens": str(job.max_input_tokens * 2),
     }[planned.wind_down or "money"]
