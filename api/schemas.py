@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import date, datetime
-from decimal import Decimal
 from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -125,7 +124,7 @@ class JobCheck(BaseModel):
     hard_limit: int
     max_steps: int
     max_input_tokens: int
-    max_cost_usd: Decimal
+    max_cost_usd: float
     compaction: str
     warnings: list[str] = Field(default_factory=list, description="e.g. the model is deprecated or retired")
     max_document_chars: int = Field(description="the most characters one document may have: upload no larger file")
@@ -204,7 +203,7 @@ class JobSummary(Schema):
 class Limits(Schema):
     max_steps: int
     max_input_tokens: int
-    max_cost_usd: Decimal = Field(description="what the job and its subagents may spend together, in USD")
+    max_cost_usd: float = Field(description="what the job and its subagents may spend together, in USD")
     wind_down: bool = Field(description="the agent is told what is left when a budget nears its end")
 
 

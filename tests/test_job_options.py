@@ -57,7 +57,10 @@ def test_a_continued_job_inherits_the_options_of_the_old_but_its_strategy(api: A
     assert new["strategy"] == JobOptions().strategy  # a reproduction of an old failure is not carried on
     assert new["compaction"] == CHOSEN["compaction"] and new["safety_net"] == CHOSEN["safety_net"]
     assert (new["budget"], new["locale"]) == (CHOSEN["budget"], CHOSEN["locale"])
-    assert new["limits"] == {"max_steps": CHOSEN["max_steps"], "max_input_tokens": CHOSEN["max_input_tokens"]}
+    assert new["limits"] == {
+        "max_steps": CHOSEN["max_steps"], "max_input_tokens": CHOSEN["max_input_tokens"], "max_cost_usd": 250,
+        "wind_down": True,
+    }  # fmt: skip
 
 
 def test_an_option_given_to_a_continuation_wins(api: Api, allow_reproductions: None) -> None:

@@ -45,7 +45,9 @@ def test_the_default_ceilings_are_the_defaults_and_the_most_a_job_may_ask(api: A
     tokens = submit(caller, max_input_tokens=50_000_001)
     checked = caller.post("/v1/jobs/check", json={"instruction": "Read.", "max_steps": 1_001})
 
-    assert job["limits"] == at_the_ceiling["limits"] == {"max_steps": 1_000, "max_input_tokens": 50_000_000}
+    assert job["limits"] == at_the_ceiling["limits"] == {
+        "max_steps": 1_000, "max_input_tokens": 50_000_000, "max_cost_usd": 250, "wind_down": True
+    }  # fmt: skip
     assert steps == (
         422,
         "max_steps 1,001 is over the ceiling of 1,000 (the operator's setting PLIMSOLL_MAX_STEPS_PER_JOB); "

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 
 from emulator import EmulatorServer
@@ -86,12 +87,28 @@ def test_the_step_limit_of_a_job_ends_it_with_a_notice(database: Database) -> No
     assert notices_of(database, job_id) == [stopped_notice("steps", "en", steps=2)]
 
 
-def test_the_input_token_limit_stops_a_job_before_the_request_that_would_pass_it(
+def test_near_the_input_token_limit_the_agent_is_told_and_answers_from_what_it_has(
     database: Database, emulator_reset: EmulatorServer
 ) -> None:
     provider = AnthropicProvider(api_key=TEST_API_KEY, base_url=emulator_reset.base_url)
     texts = {f"{n}.txt": f"Text number {n}. " * 300 for n in range(6)}
     job_id = new_job(database, texts, budget=20_000, max_input_tokens=20_000)
+    run_to_end(job_id, services(database, provider, []))
+    with database.session() as session:
+        job = session.get_one(Job, job_id)
+        assert job.status == JobStatus.INCOMPLETE
+        assert job.error == "answered early: its limit of input tokens was nearly spent"
+        assert (job.final_answer or "").startswith("REPORT: ") and " of 6 documents" in (job.final_answer or "")
+        assert job.total_input_tokens <= 20_000
+
+
+@pytest.mark.usefixtures("allow_reproductions")
+def test_the_input_token_limit_stops_a_job_before_the_request_that_would_pass_it(
+    database: Database, emulator_reset: EmulatorServer
+) -> None:
+    provider = AnthropicProvider(api_key=TEST_API_KEY, base_url=emulator_reset.base_url)
+    texts = {f"{n}.txt": f"Text number {n}. " * 300 for n in range(6)}
+    job_id = new_job(database, texts, budget=20_000, max_input_tokens=20_000, wind_down=False)
     run_to_end(job_id, services(database, provider, []))
     with database.session() as session:
         job = session.get_one(Job, job_id)

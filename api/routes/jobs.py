@@ -96,7 +96,7 @@ def check_job(job_in: JobIn, tenant: TenantDep, session: SessionDep) -> JobCheck
         hard_limit=job.hard_limit,
         max_steps=job.max_steps,
         max_input_tokens=job.max_input_tokens,
-        max_cost_usd=job.max_cost_usd,
+        max_cost_usd=float(job.max_cost_usd),
         compaction=job.compaction,
         warnings=model_warnings(job.model),
         max_document_chars=get_settings().max_document_chars,
