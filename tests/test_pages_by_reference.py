@@ -38,6 +38,7 @@ from tests.support_cli import serving
 from tests.support_worker import run_to_end, services
 from worker.providers import AnthropicProvider
 from worker.providers.base import Provider, Reply
+from worker.step import run_step
 
 TEXTS = {c.name: c.text for c in chapters(2, chars=9_000, languages=("en",))}
 BUDGET = 8_000  # a page is at most a quarter of it: each document comes in several pages
@@ -66,8 +67,11 @@ class Ran:
     requests: list[str]
 
 
-def run_job(database: Database, emulator: EmulatorServer, *, tenant: tuple[int, str] | None = None) -> Ran:
-    """The job, run to its end step by step through the worker's own code, against the emulator over HTTP."""
+def run_job(
+    database: Database, emulator: EmulatorServer, *, tenant: tuple[int, str] | None = None, inline_steps: int = 0
+) -> Ran:
+    """The job, run to its end step by step through the worker's own code, against the emulator over HTTP; its first
+    ``inline_steps`` steps store pages inline, as before."""
     emulator.reset()
     recording = Recording(AnthropicProvider(api_key="test", base_url=emulator.base_url))
     with database.session() as session:
@@ -79,7 +83,11 @@ def run_job(database: Database, emulator: EmulatorServer, *, tenant: tuple[int, 
             session, tenant_id=tenant[0], instruction=INSTRUCTION, document_ids=ids, options=JobOptions(budget=BUDGET)
         )
         job_id = job.id
-    assert run_to_end(job_id, services(database, recording, []))[-1].action == "finished"
+    steps = services(database, recording, [])
+    with environment({"PLIMSOLL_PAGES_BY_REFERENCE": "false"}):
+        for _ in range(inline_steps):
+            assert run_step(job_id, steps).action == "continued"
+    assert run_to_end(job_id, steps)[-1].action == "finished"
     return Ran(job_id, tenant[0], tenant[1], ids, recording.requests)
 
 
@@ -168,6 +176,18 @@ def test_the_api_the_command_line_and_the_hand_over_show_the_same_text(
         assert openings[1] == openings[0]
 
 
+def test_a_history_stored_inline_goes_on_by_reference_and_reads_the_same(
+    database: Database, emulator: EmulatorServer, inline_and_by_reference: tuple[Ran, Ran]
+) -> None:
+    inline, _ = inline_and_by_reference
+    mixed = run_job(database, emulator, inline_steps=3)
+    contents = stored_contents(database, mixed.job_id)
+    results = [c for c in contents if isinstance(c, list) and c[0].get("type") == "tool_result"]
+    assert 0 < sum(map(has_references, results)) < len(results)  # old rows and new ones
+    assert mixed.requests == inline.requests
+    assert api_messages(database, mixed) == api_messages(database, inline)
+
+
 def test_deleting_the_documents_keeps_what_the_history_needs_once_per_tenant(
     database: Database, emulator: EmulatorServer, inline_and_by_reference: tuple[Ran, Ran]
 ) -> None:
@@ -179,9 +199,9 @@ def test_deleting_the_documents_keeps_what_the_history_needs_once_per_tenant(
     with database.session() as session:
         seqs = range(len(all_messages(session, mine.job_id)))
         bodies_before = message_bodies(session, mine.job_id, seqs)
-    with database.session() as session:
+    with TestClient(create_app(database=database), headers={"X-API-Key": mine.key}) as client:
         for document_id in {*mine.document_ids, *again.document_ids}:
-            delete_document(session, tenant_id=mine.tenant_id, document_id=document_id)
+            assert client.delete(f"/v1/documents/{document_id}").status_code == 204
     assert api_messages(database, mine) == before == api_messages(database, inline)
     assert api_messages(database, again) == before
     with database.session() as session:
