@@ -8,11 +8,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, Select, func, select
 from sqlalchemy.orm import Session
 
 from models.counting import counting_profile
-from models.pages import expanded, has_references, stored_content
+from models.pages import expanded, stored_content
 from models.settings import get_settings
 from models.tables import Job, Message, Summary
 from plimsoll import Outline, outline
@@ -55,9 +55,11 @@ def message_bodies(session: Session, job_id: int, seqs: Iterable[int]) -> dict[i
     wanted = sorted(set(seqs))
     if not wanted:
         return {}
-    query = select(Message.seq, Message.role, Message.content).where(Message.job_id == job_id, Message.seq.in_(wanted))
+    query = _with_tenant(Message.seq, Message.role, Message.content).where(
+        Message.job_id == job_id, Message.seq.in_(wanted)
+    )
     rows = list(session.execute(query))
-    contents = contents_as_sent(session, job_id, [row.content for row in rows])
+    contents = _as_sent(session, rows)
     return {row.seq: {"role": row.role, "content": content} for row, content in zip(rows, contents, strict=True)}
 
 
@@ -71,21 +73,24 @@ class StoredMessage:
 
 def all_messages(session: Session, job_id: int) -> list[StoredMessage]:
     """Every message of the job, in order, as it was sent."""
-    query = select(Message.seq, Message.role, Message.content, Message.token_estimate).where(Message.job_id == job_id)
-    rows = list(session.execute(query.order_by(Message.seq)))
-    contents = contents_as_sent(session, job_id, [row.content for row in rows])
+    query = _with_tenant(Message.seq, Message.role, Message.content, Message.token_estimate)
+    rows = list(session.execute(query.where(Message.job_id == job_id).order_by(Message.seq)))
+    contents = _as_sent(session, rows)
     return [
         StoredMessage(row.seq, row.role, content, row.token_estimate)
         for row, content in zip(rows, contents, strict=True)
     ]
 
 
-def contents_as_sent(session: Session, job_id: int, contents: Sequence[Any]) -> list[Any]:
-    """Stored contents of the job's messages with every page reference replaced by its text."""
-    if not any(map(has_references, contents)):  # nothing to look up: not even the job's tenant
-        return list(contents)
-    tenant_id = session.scalar(select(Job.tenant_id).where(Job.id == job_id))
-    return expanded(session, int(tenant_id or 0), contents)
+def _with_tenant(*columns: Any) -> Select[Any]:
+    """``columns`` of messages and their job's tenant (a page reference is read within its tenant), in one query."""
+    return select(*columns, Job.tenant_id).join(Job, Job.id == Message.job_id)
+
+
+def _as_sent(session: Session, rows: Sequence[Row[Any]]) -> list[Any]:
+    """The rows' stored contents with every page reference replaced by its text."""
+    contents = [row.content for row in rows]
+    return expanded(session, rows[0].tenant_id, contents) if rows else contents
 
 
 def summaries_of(session: Session, job_id: int) -> list[Summary]:

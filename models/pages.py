@@ -19,9 +19,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, func, literal, select, union_all
+from sqlalchemy import TextClause, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -114,15 +115,21 @@ def page_texts(session: Session, tenant_id: int, pages: Iterable[Page]) -> dict[
     found: dict[Page, str] = {}
     for first in range(0, len(wanted), SELECTS_PER_QUERY):
         chunk = wanted[first : first + SELECTS_PER_QUERY]
-        ranges = union_all(*(_range(tenant_id, index, page) for index, page in enumerate(chunk)))
-        for index, text in session.execute(ranges):
-            if text is not None and text_hash(text) == chunk[index].sha256:
-                found[chunk[index]] = text
+        parameters: dict[str, int] = {"tenant": tenant_id}
+        for index, page in enumerate(chunk):  # SQL counts characters from 1
+            parameters |= {
+                f"d{index}": page.document_id,
+                f"s{index}": page.start + 1,
+                f"n{index}": page.end - page.start,
+            }
+        for index, page_text in session.execute(_ranges(len(chunk)), parameters):
+            if page_text is not None and text_hash(page_text) == chunk[index].sha256:
+                found[chunk[index]] = page_text
     left = [page for page in wanted if page not in found]
     if left:
         hashes = {page.sha256 for page in left}
         query = select(Body.sha256, Body.text).where(Body.tenant_id == tenant_id, Body.sha256.in_(hashes))
-        bodies: dict[str, str] = {sha: text for sha, text in session.execute(query)}
+        bodies: dict[str, str] = {sha: body for sha, body in session.execute(query)}
         for page in left:
             if page.sha256 not in bodies:
                 raise PageMissing(f"page {page.start}-{page.end} of document {page.document_id} is not stored")
@@ -130,9 +137,15 @@ def page_texts(session: Session, tenant_id: int, pages: Iterable[Page]) -> dict[
     return found
 
 
-def _range(tenant_id: int, index: int, page: Page) -> Select[Any]:
-    text = func.substr(Document.content, page.start + 1, page.end - page.start)  # SQL counts characters from 1
-    return select(literal(index), text).where(Document.id == page.document_id, Document.tenant_id == tenant_id)
+@cache
+def _ranges(count: int) -> TextClause:
+    """One query for ``count`` ranges of the tenant's documents, each row its index and its text. Written as SQL
+    (PostgreSQL's and SQLite's ``substr`` alike): building it from SQLAlchemy expressions took milliseconds a step."""
+    selects = (
+        f"SELECT {i}, substr(content, :s{i}, :n{i}) FROM documents WHERE id = :d{i} AND tenant_id = :tenant"
+        for i in range(count)
+    )
+    return text(" UNION ALL ".join(selects))
 
 
 def keep_pages_of(session: Session, document: Document) -> int:
