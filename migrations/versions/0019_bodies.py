@@ -4,7 +4,7 @@ Messages need no new column: a page result's content holds its reference (models
 before keep their text inline and are read as they are.
 
 Revision ID: 0019
-Revises: 0014
+Revises: 0021
 """
 
 from collections.abc import Sequence
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0019"
-down_revision: str | None = "0014"
+down_revision: str | None = "0021"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
