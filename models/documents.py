@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from models.errors import Conflict, InvalidInput, NotFound
 from models.limits import check_storage_quota, lock_quotas, tenant_limits
+from models.pages import keep_pages_of
 from models.settings import get_settings
 from models.statuses import UNFINISHED
 from models.tables import Document, Job, JobDocument
@@ -79,7 +80,8 @@ def store_document(session: Session, *, tenant_id: int, name: str, content: str)
 
 def delete_document(session: Session, *, tenant_id: int, document_id: int) -> None:
     """Delete the tenant's document; Conflict while a queued or running job may still read it. Finished jobs
-    keep their stored conversation, which holds what they read."""
+    keep their stored conversation, which holds what they read: the pages of it they stored by reference are
+    kept as the tenant's bodies, in this transaction."""
     query = select(Document).where(Document.id == document_id, Document.tenant_id == tenant_id).with_for_update()
     document = session.scalars(query).one_or_none()
     if document is None:
@@ -95,6 +97,7 @@ def delete_document(session: Session, *, tenant_id: int, document_id: int) -> No
             f"document {document_id} is used by unfinished job {', '.join(map(str, unfinished))}: "
             "cancel the job or wait until it finishes"
         )
+    keep_pages_of(session, document)
     session.delete(document)
     session.flush()
 

@@ -5,12 +5,14 @@ tokenizer's exact count where the model's tokenizer is on this machine (``models
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, Select, func, select
 from sqlalchemy.orm import Session
 
 from models.counting import counting_profile
+from models.pages import expanded, stored_content
 from models.settings import get_settings
 from models.tables import Job, Message, Summary
 from plimsoll import Outline, outline
@@ -18,10 +20,12 @@ from plimsoll import Outline, outline
 
 def append_messages(session: Session, job: Job, messages: Sequence[dict[str, Any]], *, step: int) -> list[Message]:
     """Store ``messages`` after the job's last one. The (job, seq) key makes a second writer of the same
-    messages fail instead of storing them twice."""
+    messages fail instead of storing them twice. Pages of documents are stored by reference (models/pages.py)
+    unless the settings say otherwise; the estimate and the outline are of the text."""
     next_seq = session.scalar(select(func.coalesce(func.max(Message.seq) + 1, 0)).where(Message.job_id == job.id))
     rows = []
-    counting = counting_profile(job, get_settings())
+    settings = get_settings()
+    counting = counting_profile(job, settings)
     for offset, message in enumerate(messages):
         shape = outline(message, counting)
         rows.append(
@@ -30,7 +34,7 @@ def append_messages(session: Session, job: Job, messages: Sequence[dict[str, Any
                 seq=int(next_seq or 0) + offset,
                 step=step,
                 role=message["role"],
-                content=message["content"],
+                content=stored_content(message["content"]) if settings.pages_by_reference else message["content"],
                 token_estimate=shape.tokens,
                 outline=shape.to_dict(),
             )
@@ -47,17 +51,46 @@ def message_index(session: Session, job_id: int) -> list[Outline]:
 
 
 def message_bodies(session: Session, job_id: int, seqs: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """The messages at ``seqs`` as they were sent: role and content."""
     wanted = sorted(set(seqs))
     if not wanted:
         return {}
-    rows = session.execute(
-        select(Message.seq, Message.role, Message.content).where(Message.job_id == job_id, Message.seq.in_(wanted))
+    query = _with_tenant(Message.seq, Message.role, Message.content).where(
+        Message.job_id == job_id, Message.seq.in_(wanted)
     )
-    return {seq: {"role": role, "content": content} for seq, role, content in rows}
+    rows = list(session.execute(query))
+    contents = _as_sent(session, rows)
+    return {row.seq: {"role": row.role, "content": content} for row, content in zip(rows, contents, strict=True)}
 
 
-def all_messages(session: Session, job_id: int) -> list[Message]:
-    return list(session.scalars(select(Message).where(Message.job_id == job_id).order_by(Message.seq)))
+@dataclass(frozen=True)
+class StoredMessage:
+    seq: int
+    role: str
+    content: Any  # as it was sent
+    token_estimate: int
+
+
+def all_messages(session: Session, job_id: int) -> list[StoredMessage]:
+    """Every message of the job, in order, as it was sent."""
+    query = _with_tenant(Message.seq, Message.role, Message.content, Message.token_estimate)
+    rows = list(session.execute(query.where(Message.job_id == job_id).order_by(Message.seq)))
+    contents = _as_sent(session, rows)
+    return [
+        StoredMessage(row.seq, row.role, content, row.token_estimate)
+        for row, content in zip(rows, contents, strict=True)
+    ]
+
+
+def _with_tenant(*columns: Any) -> Select[Any]:
+    """``columns`` of messages and their job's tenant (a page reference is read within its tenant), in one query."""
+    return select(*columns, Job.tenant_id).join(Job, Job.id == Message.job_id)
+
+
+def _as_sent(session: Session, rows: Sequence[Row[Any]]) -> list[Any]:
+    """The rows' stored contents with every page reference replaced by its text."""
+    contents = [row.content for row in rows]
+    return expanded(session, rows[0].tenant_id, contents) if rows else contents
 
 
 def summaries_of(session: Session, job_id: int) -> list[Summary]:

@@ -111,6 +111,9 @@ class Settings(BaseSettings):
     # the broker's); without one (the embedded service) there is no limit.
     requests_per_minute_per_key: int = Field(default=600, ge=0)
     max_identical_tool_calls: int = 3  # the agent is warned at this many identical calls; one more ends the job
+    # A tool result that is a page of a stored document is stored as a reference to the page (its document, range
+    # and sha256), not as a copy of its text (models/pages.py); false stores the text in every message, as before.
+    pages_by_reference: bool = True
     # How long a POST's Idempotency-Key keeps its first answer (api/idempotency.py): a retry with the key within
     # this time gets that answer again; after it, the key is new again.
     idempotency_key_seconds: float = Field(default=24 * 3600.0, gt=0.0)

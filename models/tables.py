@@ -118,6 +118,18 @@ class Document(Base):
     __table_args__ = (Index("ix_documents_tenant_sha256", "tenant_id", "content_sha256"),)
 
 
+class Body(Base):
+    """A text kept once per tenant under its sha256: the pages of deleted documents that kept histories refer to
+    (models/pages.py). Never shared between tenants."""
+
+    __tablename__ = "bodies"
+
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)  # of the text's UTF-8
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=now)
+
+
 class Job(Base):
     __tablename__ = "jobs"
 
@@ -218,7 +230,9 @@ class Message(Base):
     seq: Mapped[int] = mapped_column(Integer)  # 0, 1, 2, ... within the job
     step: Mapped[int] = mapped_column(Integer)  # the step that wrote it (0: the instruction)
     role: Mapped[str] = mapped_column(String(16))
-    content: Mapped[Any] = mapped_column(Json)  # a string or a list of content blocks, as the API takes it
+    # A string or a list of content blocks, as the API takes it; a result that is a page of a document holds a
+    # reference to the page instead of its text (models/pages.py: read it through models/history.py).
+    content: Mapped[Any] = mapped_column(Json)
     token_estimate: Mapped[int] = mapped_column(Integer)
     outline: Mapped[dict[str, Any]] = mapped_column()  # plimsoll.Outline.to_dict(): planning without the body
     created_at: Mapped[datetime] = mapped_column(default=now)

@@ -136,6 +136,7 @@ INCLUDED = {
     "estimates.md": ["estimator", "fit_variants"],
     "cost.md": ["cost_frontier"],
     "compaction.md": ["compaction"],
+    "storage.md": ["storage"],
     "fleet.md": ["fleet", "fleet_resilience"],
 }
 
@@ -167,6 +168,15 @@ def test_the_three_failures_page_quotes_the_report_s_safety_net_figures() -> Non
     page = (BENCHMARK_PAGES / "three-failures.md").read_text(encoding="utf-8")
     said = re.search(r"read\s+(\d+) chapters without the safety-net paragraph, and all (\d+) with it", page)
     assert said and (said[1], said[2]) == (without, with_net)
+
+
+def test_the_storage_page_quotes_the_report_s_ratios() -> None:
+    report = (RESULTS / "storage.md").read_text(encoding="utf-8")
+    page = (BENCHMARK_PAGES / "storage.md").read_text(encoding="utf-8")
+    measured = re.findall(r"\| (\d+\.\d+)× \(inline (\d+\.\d+)×\) \|", report)
+    assert len(measured) == 2
+    for by_reference, inline in measured:
+        assert f"{by_reference}×" in page and f"{float(inline):.1f}×" in page
 
 
 def test_the_readme_and_the_pages_quote_the_one_recovery_goal() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
+from models.pages import PageResult
 from models.tables import Document, Job, JobDocument, JobKind
 from plimsoll import estimate_tokens
 
@@ -107,16 +108,15 @@ def _read(session: Session, job: Job, tool_use_id: str, arguments: Mapping[str, 
         return result(tool_use_id, f"No document named {name!r} in this task. Documents: {known}.", error=True)
     if not isinstance(offset, int) or not 0 <= offset <= document.chars:
         return result(tool_use_id, f"`offset` must be between 0 and {document.chars}.", error=True)
-    text = document.content[offset:]
-    end = offset + page_length(text, job.budget // PAGE_SHARE, job.profile)
-    if offset == 0 and end == document.chars:
-        return result(tool_use_id, document.content)
-    return result(
-        tool_use_id,
-        document.content[offset:end]
-        + f"\n\n[{name}: characters {offset:,} to {end:,} of {document.chars:,}."
-        + (f" Call read_document with offset={end} to read on.]" if end < document.chars else "]"),
+    text = document.content
+    end = offset + page_length(text[offset:], job.budget // PAGE_SHARE, job.profile)
+    after = (
+        ""
+        if offset == 0 and end == document.chars
+        else f"\n\n[{name}: characters {offset:,} to {end:,} of {document.chars:,}."
+        + (f" Call read_document with offset={end} to read on.]" if end < document.chars else "]")
     )
+    return PageResult(tool_use_id, document_id=document.id, text=text, start=offset, end=end, after=after)
 
 
 def page_length(text: str, max_tokens: int, profile: str) -> int:

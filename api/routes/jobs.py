@@ -32,6 +32,7 @@ from models.endpoints import host_of
 from models.errors import InvalidInput
 from models.history import summaries_of
 from models.jobs import create_job, end_job, job_of
+from models.pages import expanded
 from models.settings import get_settings
 from models.tables import Job, JobKind, JobStatus, now
 from worker.tracebacks import scrubbed_traceback
@@ -130,7 +131,11 @@ def list_messages(job_id: Id, tenant: TenantDep, session: SessionDep, window: Wi
     """The job's whole stored conversation in order, including everything a request left out or cleared."""
     job = job_of(session, tenant_id=tenant.id, job_id=job_id)
     rows, total = page_of(session, messages_query(job_id=job.id), offset=window.offset, limit=window.limit)
-    return page([MessageView.model_validate(m) for m in rows], total, window)
+    contents = expanded(session, tenant.id, [m.content for m in rows])  # pages of documents, stored by reference
+    views = [
+        MessageView.model_validate(m).model_copy(update={"content": c}) for m, c in zip(rows, contents, strict=True)
+    ]
+    return page(views, total, window)
 
 
 @router.get("/{job_id}/steps")
