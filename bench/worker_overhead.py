@@ -83,6 +83,7 @@ def job_with_history(database: Database, stored: int, texts: dict[str, str]) -> 
             )
         append_messages(session, job, rounds, step=0)
         job.step = len(rounds) // 2
+        job.max_steps = job.step + 100  # what an operator lets such a long job take (the default stops at 1,000)
         return job.id
 
 
