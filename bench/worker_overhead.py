@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -26,6 +27,7 @@ from sqlalchemy.engine import make_url
 
 from bench.chaos_services import wait_for_port
 from bench.goals import Goal, render_goals
+from bench.provenance import header, provenance
 from bench.report import table
 from demo.chapters import chapters
 from models.db import Database
@@ -40,6 +42,8 @@ from testbed.stack import environment, free_port, fresh_database
 from worker.providers import AnthropicProvider
 from worker.step import Services, run_step
 
+COMMAND = "python -m bench.worker_overhead"
+RESULTS = Path(__file__).resolve().parent / "results" / "worker_overhead.md"
 SIZES = (25, 115, 1_000, 10_000)
 STEPS = 7
 RATIO_GOAL = 1.5  # time in our code per step, at most this many times PostgreSQL alone for the same rows
@@ -87,6 +91,11 @@ def job_with_history(database: Database, stored: int, texts: dict[str, str]) -> 
         return job.id
 
 
+def first_step(database: Database, job_id: int) -> int:
+    with database.session() as session:
+        return int(session.scalar(select(Job.step).where(Job.id == job_id)) or 0)
+
+
 def stored_count(database: Database, job_id: int) -> int:
     with database.session() as session:
         return int(session.scalar(select(func.count()).where(Message.job_id == job_id)) or 0)
@@ -126,11 +135,11 @@ def measure(database: Database, emulator_url: str, stored: int, texts: dict[str,
         report=lambda error: None,
     )
     url = make_url(database.url).set(drivername="postgresql").render_as_string(hide_password=False)
-    run_step(job_id, services)  # a warm-up
+    step = run_step(job_id, services, step=first_step(database, job_id)).step  # a warm-up
     counts = []
-    for _ in range(steps):
+    for _ in range(steps):  # each delivered with its step number, as the worker's task is
         counts.append(stored_count(database, job_id))
-        run_step(job_id, services)
+        step = run_step(job_id, services, step=step).step
     with database.session() as session:
         job = session.get(Job, job_id)
         assert job is not None
@@ -206,14 +215,22 @@ def report(rows: Sequence[Measured]) -> str:
     )
 
 
-def main(sizes: Sequence[int] = SIZES, steps: int = STEPS) -> list[Goal]:
+def run(sizes: Sequence[int] = SIZES, steps: int = STEPS) -> tuple[str, list[Goal]]:
+    """The report and the goals of a run at ``sizes``, ``steps`` timed steps each."""
     texts = {c.name: c.text for c in chapters(60, chars=12_000, languages=("ru", "en", "zh"))}
     with fresh_database(prefix="plimsoll_bench") as url, emulator_process() as emulator_url:
         database = Database(url)
         rows = [measure(database, emulator_url, stored, texts, steps) for stored in sizes]
         database.dispose()
-    print(report(rows))
-    return goals(rows)
+    return report(rows), goals(rows)
+
+
+def main() -> None:
+    text, _ = run()
+    text = f"{header(COMMAND)}\n\n{text}\n"
+    print(text)
+    if provenance().clean:  # a report names a commit: only a clean tree's run is kept
+        RESULTS.write_text(f"# The worker's overhead\n\n{text}", encoding="utf-8")
 
 
 if __name__ == "__main__":
