@@ -226,10 +226,11 @@ def run(sizes: Sequence[int] = SIZES, steps: int = STEPS) -> tuple[str, list[Goa
 
 
 def main() -> None:
+    made, clean = header(COMMAND), provenance().clean  # the code measured: the tree as the run starts
     text, _ = run()
-    text = f"{header(COMMAND)}\n\n{text}\n"
+    text = f"{made}\n\n{text}\n"
     print(text)
-    if provenance().clean:  # a report names a commit: only a clean tree's run is kept
+    if clean:  # a report names a commit: only a clean tree's run is kept
         RESULTS.write_text(f"# The worker's overhead\n\n{text}", encoding="utf-8")
 
 
