@@ -147,6 +147,7 @@ def _cached(session: Session, job_id: int, row: SummaryRow | None, ttl_seconds: 
         Step.step > (row.step if row is not None else 0),
         Step.stage.in_(STAGE_1),
         Step.reported_input_tokens.is_not(None),
+        Step.created_at > since,  # not every step of a long job, each with what it cleared
     )
     return [
         Previous(step.messages_sent, tuple(step.cleared))
