@@ -231,7 +231,7 @@ def main() -> None:
     text = f"{made}\n\n{text}\n"
     print(text)
     if clean:  # a report names a commit: only a clean tree's run is kept
-        RESULTS.write_text(f"# The worker's overhead\n\n{text}", encoding="utf-8")
+        RESULTS.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":
