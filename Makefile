@@ -105,6 +105,7 @@ bench: install-dev  ## the benchmarks, each printing its tables
 	$(BIN)/python -m bench.budget_use
 	$(BIN)/python -m bench.compaction
 	$(BIN)/python -m bench.storage
+	$(BIN)/python -m bench.worker_overhead
 	$(BIN)/python -m bench.fleet
 	$(BIN)/python -m bench.fleet_resilience
 	$(BIN)/python -m bench.chaos --broker both

@@ -1,34 +1,65 @@
 """Time the worker spends in its own code per step, the model's reply excluded: ``python -m bench.worker_overhead``.
 
-A job is given 10, 100 and 1,000 stored messages (tool rounds over 60 real chapters), then takes steps against
-the emulator on PostgreSQL (one warm-up step, then seven timed). Each step records its own overhead: planning
-from the stored outlines, loading the bodies it sends, storing the reply and the tool results, in their
-transactions. The table gives the median at each size, beside the request's size and stage.
+A job is given 25, 115, 1,000 and 10,000 stored messages (tool rounds over 60 real chapters), then takes steps
+against the emulator (in a process of its own, so its work takes nothing from ours) on PostgreSQL: one warm-up
+step, then seven timed. Each step records its own overhead: planning, loading the bodies it sends, storing the
+reply and the tool results, in their transactions. The baseline, measured after each timed step in the same run,
+is PostgreSQL alone (psycopg, no ORM) reading the rows a step planned from scratch needs: every outline of the
+job and the bodies that step sent.
 """
 
 from __future__ import annotations
 
 import statistics
+import subprocess
+import sys
+import time
 import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import psycopg
+from sqlalchemy import func, select
+from sqlalchemy.engine import make_url
+
+from bench.chaos_services import wait_for_port
+from bench.goals import Goal, render_goals
+from bench.provenance import header, provenance
 from bench.report import table
 from demo.chapters import chapters
-from emulator import EmulatorServer
 from models.db import Database
 from models.documents import add_document
 from models.history import append_messages
 from models.jobs import create_job, steps_of
 from models.options import JobOptions
 from models.settings import Settings
-from models.tables import Job, JobKind
+from models.tables import Job, JobKind, Message, Step
 from models.tenants import create_tenant
-from testbed.stack import bundled_emulator, fresh_database
+from testbed.stack import environment, free_port, fresh_database
 from worker.providers import AnthropicProvider
 from worker.step import Services, run_step
 
-SIZES = (10, 100, 1_000)
+COMMAND = "python -m bench.worker_overhead"
+RESULTS = Path(__file__).resolve().parent / "results" / "worker_overhead.md"
+SIZES = (25, 115, 1_000, 10_000)
 STEPS = 7
+RATIO_GOAL = 1.5  # time in our code per step, at most this many times PostgreSQL alone for the same rows
+GROWTH_GOAL = 2.0  # at the largest size, at most this many times the time at the smallest
+
+
+@dataclass(frozen=True)
+class Measured:
+    stored: int  # messages stored before the warm-up step
+    ours: list[float]  # ms in our code, per timed step
+    postgres: list[float]  # ms of PostgreSQL alone for the same rows, per timed step
+    steps: list[Step]
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.ours) / statistics.median(self.postgres)
 
 
 def job_with_history(database: Database, stored: int, texts: dict[str, str]) -> int:
@@ -56,12 +87,46 @@ def job_with_history(database: Database, stored: int, texts: dict[str, str]) -> 
             )
         append_messages(session, job, rounds, step=0)
         job.step = len(rounds) // 2
+        job.max_steps = job.step + 100  # what an operator lets such a long job take (the default stops at 1,000)
         return job.id
 
 
-def measure(database: Database, emulator: EmulatorServer, stored: int, texts: dict[str, str]) -> list[str]:
+def first_step(database: Database, job_id: int) -> int:
+    with database.session() as session:
+        return int(session.scalar(select(Job.step).where(Job.id == job_id)) or 0)
+
+
+def stored_count(database: Database, job_id: int) -> int:
+    with database.session() as session:
+        return int(session.scalar(select(func.count()).where(Message.job_id == job_id)) or 0)
+
+
+def postgres_alone(url: str, job_id: int, stored: int, step: Step) -> float:
+    """Milliseconds for psycopg to read what a step planned from scratch reads: the outlines of the ``stored``
+    messages it planned over, then the bodies it sent (those kept, but for messages of cleared results only)."""
+    with psycopg.connect(url) as connection:
+        opened = time.perf_counter()
+        outlines = connection.execute(
+            "SELECT outline FROM messages WHERE job_id = %s AND seq < %s ORDER BY seq", (job_id, stored)
+        ).fetchall()
+        listed = time.perf_counter()
+        cleared = set(step.cleared)
+        sent = [
+            seq
+            for seq in [0, *range(step.dropped + 1, len(outlines))]
+            if outlines[seq][0].get("has_text") or not all(r[0] in cleared for r in outlines[seq][0].get("results", ()))
+        ]
+        chosen = time.perf_counter()
+        connection.execute(
+            "SELECT seq, role, content FROM messages WHERE job_id = %s AND seq = ANY(%s)", (job_id, sent)
+        ).fetchall()
+        done = time.perf_counter()
+    return ((listed - opened) + (done - chosen)) * 1000
+
+
+def measure(database: Database, emulator_url: str, stored: int, texts: dict[str, str], steps: int) -> Measured:
     job_id = job_with_history(database, stored, texts)
-    provider = AnthropicProvider(api_key="bench", base_url=emulator.base_url)
+    provider = AnthropicProvider(api_key="bench", base_url=emulator_url)
     services = Services(
         database=database,
         settings=Settings(database_url=database.url),
@@ -69,38 +134,104 @@ def measure(database: Database, emulator: EmulatorServer, stored: int, texts: di
         enqueue=lambda job_id, step, delay: None,
         report=lambda error: None,
     )
-    for _ in range(STEPS + 1):
-        run_step(job_id, services)
+    url = make_url(database.url).set(drivername="postgresql").render_as_string(hide_password=False)
+    step = run_step(job_id, services, step=first_step(database, job_id)).step  # a warm-up
+    counts = []
+    for _ in range(steps):  # each delivered with its step number, as the worker's task is
+        counts.append(stored_count(database, job_id))
+        step = run_step(job_id, services, step=step).step
     with database.session() as session:
         job = session.get(Job, job_id)
         assert job is not None
-        steps = [s for s in steps_of(session, job_id) if s.reported_input_tokens is not None][1:]  # after a warm-up
-    if not steps:
+        timed = [s for s in steps_of(session, job_id) if s.reported_input_tokens is not None][1:]
+    if len(timed) != steps:
         raise RuntimeError(f"the job ended before its steps could be timed: {job.status} {job.error or ''}")
-    overheads = [s.overhead_ms for s in steps]
-    return [
-        f"{stored:,}",
-        f"{statistics.median(overheads):.1f}",
-        f"{min(overheads):.1f} – {max(overheads):.1f}",
-        f"{statistics.median(s.messages_sent for s in steps):.0f}",
-        f"{statistics.median(len(s.cleared) for s in steps):.0f}",
-        ", ".join(sorted({s.stage for s in steps})),
+    postgres = [postgres_alone(url, job_id, count, step) for count, step in zip(counts, timed, strict=True)]
+    return Measured(stored, [s.overhead_ms for s in timed], postgres, timed)
+
+
+@contextmanager
+def emulator_process() -> Iterator[str]:
+    """The emulator in a process of its own, and the settings that send the emulator's models to it; yields its
+    base URL."""
+    port = free_port()
+    command = [sys.executable, "-m", "emulator", "--port", str(port), "--log-level", "warning"]
+    process = subprocess.Popen(command)
+    try:
+        wait_for_port(port, 60, process)
+        url = f"http://127.0.0.1:{port}"
+        with environment({"PLIMSOLL_EMULATOR_URL": url}):
+            yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def goals(rows: Sequence[Measured]) -> list[Goal]:
+    """The default goals over the sizes measured: the ratio at each, the growth from the smallest to the largest."""
+    judged = [
+        Goal(
+            f"time in our code per step ≤ {RATIO_GOAL}× PostgreSQL alone for the same rows, at {m.stored:,} messages",
+            m.ratio <= RATIO_GOAL,
+            f"{m.ratio:.2f}×",
+        )
+        for m in rows
     ]
+    smallest, largest = rows[0], rows[-1]
+    if len(rows) > 1:
+        growth = statistics.median(largest.ours) / statistics.median(smallest.ours)
+        judged.append(
+            Goal(
+                f"at {largest.stored:,} messages ≤ {GROWTH_GOAL}× the time at {smallest.stored:,}",
+                growth <= GROWTH_GOAL,
+                f"{growth:.2f}×",
+            )
+        )
+    return judged
+
+
+def report(rows: Sequence[Measured]) -> str:
+    lines = [
+        [
+            f"{m.stored:,}",
+            f"{statistics.median(m.ours):.1f}",
+            f"{min(m.ours):.1f} – {max(m.ours):.1f}",
+            f"{statistics.median(m.postgres):.1f}",
+            f"{m.ratio:.2f}×",
+            f"{statistics.median(s.messages_sent for s in m.steps):.0f}",
+            f"{statistics.median(len(s.cleared) for s in m.steps):.0f}",
+            ", ".join(sorted({s.stage for s in m.steps})),
+        ]
+        for m in rows
+    ]
+    header = ["stored messages", "our code, median ms", "range ms", "PostgreSQL alone, median ms", "ratio"]
+    return "\n".join(
+        [
+            "## Time in our code per step (PostgreSQL, the model's reply excluded)\n",
+            table([*header, "messages sent", "results cleared", "stage"], lines),
+            "\n## Goals\n",
+            render_goals(goals(rows)),
+        ]
+    )
+
+
+def run(sizes: Sequence[int] = SIZES, steps: int = STEPS) -> tuple[str, list[Goal]]:
+    """The report and the goals of a run at ``sizes``, ``steps`` timed steps each."""
+    texts = {c.name: c.text for c in chapters(60, chars=12_000, languages=("ru", "en", "zh"))}
+    with fresh_database(prefix="plimsoll_bench") as url, emulator_process() as emulator_url:
+        database = Database(url)
+        rows = [measure(database, emulator_url, stored, texts, steps) for stored in sizes]
+        database.dispose()
+    return report(rows), goals(rows)
 
 
 def main() -> None:
-    texts = {c.name: c.text for c in chapters(60, chars=12_000, languages=("ru", "en", "zh"))}
-    with fresh_database(prefix="plimsoll_bench") as url, bundled_emulator() as emulator:
-        database = Database(url)
-        rows = [measure(database, emulator, stored, texts) for stored in SIZES]
-        database.dispose()
-    print("## Time in our code per step (PostgreSQL, the model's reply excluded)\n")
-    print(
-        table(
-            ["stored messages", "median ms", "range ms", "messages sent", "results cleared", "stage"],
-            rows,
-        )
-    )
+    made, clean = header(COMMAND), provenance().clean  # the code measured: the tree as the run starts
+    text, _ = run()
+    text = f"{made}\n\n{text}\n"
+    print(text)
+    if clean:  # a report names a commit: only a clean tree's run is kept
+        RESULTS.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -50,6 +50,12 @@ def message_index(session: Session, job_id: int) -> list[Outline]:
     return [Outline.from_dict(data) for (data,) in rows]
 
 
+def outlines_from(session: Session, job_id: int, seq: int) -> list[tuple[int, int, Outline]]:
+    """(seq, row id, outline) of the job's stored messages from ``seq`` on, in order."""
+    query = select(Message.seq, Message.id, Message.outline).where(Message.job_id == job_id, Message.seq >= seq)
+    return [(at, row, Outline.from_dict(data)) for at, row, data in session.execute(query.order_by(Message.seq))]
+
+
 def message_bodies(session: Session, job_id: int, seqs: Iterable[int]) -> dict[int, dict[str, Any]]:
     """The messages at ``seqs`` as they were sent: role and content."""
     wanted = sorted(set(seqs))

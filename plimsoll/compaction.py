@@ -102,6 +102,21 @@ def view(outlines: Sequence[Outline], summary: Summary | None) -> list[Outline]:
     return [with_block(outlines[0], summary.tokens), *outlines[summary.end :]]
 
 
+def view_history(outlines: Sequence[Outline], history: History, summary: Summary | None) -> History:
+    """``from_outlines(view(outlines, summary))`` from the History of ``outlines``, without going over them again."""
+    if summary is None:
+        return history
+    end = summary.end
+    if end % 2 == 0 or end >= len(outlines) or outlines[0].results:  # not a view stored summaries make: check all
+        return from_outlines(view(outlines, summary))
+    shift = end - 1
+    return History(
+        [history.tokens[0] + summary.tokens, *history.tokens[end:]],
+        [(index - shift, tokens, rid) for index, tokens, rid in history.results if index >= end],
+        [0, *(index - shift for index in history.turn_starts if index >= end)],
+    )
+
+
 def with_block(first: Outline, tokens: int) -> Outline:
     return Outline(first.role, first.tokens + tokens, first.tool_uses, first.results, True)
 
@@ -163,20 +178,23 @@ def plan_compaction(
     policy: Policy,
     cached: Sequence[Previous] = (),
     max_output: int | None = None,
+    history: History | None = None,
 ) -> Compaction | None:
     """The compaction due before the request ``current`` (planned over the view), or None. ``cached``: earlier
     requests over the same summary whose whole prefix the provider may still cache (each ended with a cache
     breakpoint on its last block); a summary request that sends one of them again, the instruction appended,
     reads it from the cache and is shorter than replaying the previous request. ``max_output``: the most the
-    model may write in one reply, if less than a summary's allowance."""
+    model may write in one reply, if less than a summary's allowance. ``history``: ``from_outlines(outlines)``,
+    if the caller has it."""
     if policy == "off":
         return None
+    stored = from_outlines(outlines) if history is None else history
     shown = view(outlines, summary)
-    history = from_outlines(shown)
+    history = view_history(outlines, stored, summary)
     last_round = len(shown) - 2 if len(shown) % 2 else len(shown) - 1  # the newest assistant message stays
     # The person's words a summary ending before view index c quotes: those of every stored turn it covers, the
     # ones an earlier summary quotes included (its range starts at message 1 too).
-    stored_person = _person_tokens(from_outlines(outlines), len(outlines))
+    stored_person = _person_tokens(stored, len(outlines))
     person = [stored_person[stored_index(c, summary)] for c in range(len(shown) + 1)]
     setting = _Setting(budget, profile, overhead, summary)
 

@@ -7,7 +7,7 @@ second path is written for speed, since ``fit`` over 10,000 messages must take m
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
@@ -33,10 +33,13 @@ class History:
         return len(self.tokens)
 
 
-def _check_roles(roles: list[Any]) -> None:
+def _check_roles(roles: list[Any], offset: int = 0) -> None:
+    """Roles alternate from a user's; ``roles`` may be the first role followed by those from index ``offset``."""
     if not roles:
         raise InvalidConversation("the conversation is empty")
-    users, assistants = roles[0::2], roles[1::2]
+    if offset:
+        roles = roles[1:]
+    users, assistants = roles[offset % 2 :: 2], roles[1 - offset % 2 :: 2]
     if users.count("user") != len(users) or assistants.count("assistant") != len(assistants):
         raise InvalidConversation(
             "the conversation must start with a user message and alternate user and assistant messages"
@@ -52,22 +55,58 @@ def _check_answers(index: int, calls: Sequence[str], answers: Sequence[str]) -> 
 
 
 def from_outlines(outlines: Sequence[Outline]) -> History:
-    _check_roles([o.role for o in outlines])
-    results: list[tuple[int, int, str]] = []
-    turn_starts: list[int] = []
-    calls: Sequence[str] = ()
-    for index, current in enumerate(outlines):
-        if current.role == "user":
-            _check_answers(index, calls, [r.tool_use_id for r in current.results])
-            results.extend((index, r.tokens, r.tool_use_id) for r in current.results)
-            if current.has_text and not current.results:
-                turn_starts.append(index)
-            calls = ()
-        else:
-            calls = current.tool_uses
-    if calls:
-        raise InvalidConversation("the last message calls a tool that has no result yet")
-    return History([o.tokens for o in outlines], results, turn_starts)
+    index = Index()
+    index.extend(outlines)
+    return index.history()
+
+
+@dataclass(slots=True)
+class Index:
+    """A stored conversation's outlines, checked and reduced to a :class:`History` as they arrive: extending it
+    checks and reduces only the new ones, so a caller that keeps it between requests pays for what was appended
+    since, not for the whole history. ``history()`` equals ``from_outlines`` of the same outlines, errors too."""
+
+    outlines: list[Outline] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    results: list[tuple[int, int, str]] = field(default_factory=list)
+    turn_starts: list[int] = field(default_factory=list)
+    calls: Sequence[str] = ()  # the tool calls of the last message, if it is an assistant's
+
+    def __len__(self) -> int:
+        return len(self.outlines)
+
+    def extend(self, outlines: Sequence[Outline]) -> None:
+        """Append ``outlines``; raises :class:`InvalidConversation` (and is then unusable) if they do not go on
+        the conversation as ``from_outlines`` requires."""
+        start = len(self.outlines)
+        _check_roles([o.role for o in [*self.outlines[:1], *outlines]], offset=start)
+        calls = self.calls
+        for index, current in enumerate(outlines, start=start):
+            if current.role == "user":
+                _check_answers(index, calls, [r.tool_use_id for r in current.results])
+                self.results.extend((index, r.tokens, r.tool_use_id) for r in current.results)
+                if current.has_text and not current.results:
+                    self.turn_starts.append(index)
+                calls = ()
+            else:
+                calls = current.tool_uses
+        self.calls = calls
+        self.outlines.extend(outlines)
+        self.tokens.extend(o.tokens for o in outlines)
+
+    def copy(self) -> Index:
+        return Index(self.outlines.copy(), self.tokens.copy(), self.results.copy(), self.turn_starts.copy(), self.calls)
+
+    def history(self, carried: Sequence[Outline] = ()) -> History:
+        """The History of these outlines followed by ``carried`` (which are not kept), in lists of its own."""
+        if carried:
+            grown = self.copy()
+            grown.extend(carried)
+            return grown.history()
+        _check_roles([o.role for o in self.outlines[:1]])
+        if self.calls:
+            raise InvalidConversation("the last message calls a tool that has no result yet")
+        return History(self.tokens.copy(), self.results.copy(), self.turn_starts.copy())
 
 
 def from_messages(messages: Sequence[Mapping[str, Any]], estimates: Sequence[int] | None, profile: Profile) -> History:

@@ -138,6 +138,7 @@ INCLUDED = {
     "compaction.md": ["compaction"],
     "storage.md": ["storage"],
     "fleet.md": ["fleet", "fleet_resilience"],
+    "worker.md": ["worker_overhead"],
 }
 
 

@@ -16,8 +16,6 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from models.history import message_bodies
-from models.jobs import last_step
 from models.tables import Job, Step, Strategy, now
 from models.tables import Summary as SummaryRow
 from plimsoll import Outline, Plan, bodies_needed, build_request
@@ -32,15 +30,30 @@ from plimsoll.compaction import (
     summary_text,
     summary_tokens,
     view,
+    view_history,
     with_instruction,
 )
+from plimsoll.history import History
 from plimsoll.profiles import get_profile
 from worker.providers.base import Reply
+from worker.stored_history import HistoryCache
 
 # The summarize-everything baseline asks a separate summarizer, as LangChain's middleware does: no tools, its
 # own system prompt, so its requests share no prefix with the agent's.
 SUMMARIZER_SYSTEM = "You summarize conversations of an agent at work, exactly and without inventing anything."
-Planner = Callable[[list[Outline]], tuple[Plan, tuple[int, ...]]]
+Planner = Callable[[list[Outline], History], tuple[Plan, tuple[int, ...]]]
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What a step plans over: the job's stored outlines and the delegate results it carries (``every``, both),
+    their History, where the stored bodies are read, and the job's previous step."""
+
+    every: list[Outline]
+    history: History
+    carried: Sequence[dict[str, Any]]
+    histories: HistoryCache
+    previous: Step | None
 
 
 @dataclass(frozen=True)
@@ -65,8 +78,7 @@ def latest_summary(session: Session, job_id: int) -> SummaryRow | None:
 def compose(
     session: Session,
     job: Job,
-    every: list[Outline],
-    carried: Sequence[dict[str, Any]],
+    stored: Stored,
     planner: Planner,
     *,
     budget: int,
@@ -75,12 +87,12 @@ def compose(
 ) -> Composed:
     """The step's request: over the view of the latest summary, or the summary request a due compaction needs.
     Raises :class:`~plimsoll.DoesNotFit` as planning does."""
+    every, carried, last = stored.every, stored.carried, stored.previous
     row = latest_summary(session, job.id)
     summary = Summary(row.last_seq + 1, row.token_estimate) if row else None
     shown = view(every, summary)
-    chosen, breakpoints = planner(shown)
+    chosen, breakpoints = planner(shown, view_history(every, stored.history, summary))
     due = None
-    last = last_step(session, job.id)
     refused = last is not None and last.stage == "compaction" and last.reported_input_tokens is None
     if job.strategy == Strategy.PLIMSOLL and not refused:  # after a summary request refused as too long: not now
         due = plan_compaction(
@@ -94,14 +106,15 @@ def compose(
             policy=job.compaction,  # type: ignore[arg-type]  # checked when the job was created
             cached=_cached(session, job.id, row, cache_ttl_seconds),
             max_output=job.max_output_tokens,
+            history=stored.history,
         )
-    stored = len(every) - len(carried)
+    kept = len(every) - len(carried)
 
     def bodies(plan: Plan, outlines: list[Outline]) -> dict[int, Any]:
         needed = bodies_needed(plan, outlines)
         seqs = [stored_index(i, summary) for i in needed]
-        loaded = message_bodies(session, job.id, [s for s in seqs if s < stored])
-        found = {i: loaded[s] if s < stored else carried[s - stored] for i, s in zip(needed, seqs, strict=True)}
+        loaded = stored.histories.bodies(session, job.id, [s for s in seqs if s < kept])
+        found = {i: loaded[s] if s < kept else carried[s - kept] for i, s in zip(needed, seqs, strict=True)}
         if row is not None and 0 in found:
             found[0] = _with_summary(found[0], row)
         return found
@@ -134,6 +147,7 @@ def _cached(session: Session, job_id: int, row: SummaryRow | None, ttl_seconds: 
         Step.step > (row.step if row is not None else 0),
         Step.stage.in_(STAGE_1),
         Step.reported_input_tokens.is_not(None),
+        Step.created_at > since,  # not every step of a long job, each with what it cleared
     )
     return [
         Previous(step.messages_sent, tuple(step.cleared))

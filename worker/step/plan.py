@@ -12,15 +12,16 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from models.endpoints import host_of
-from models.history import message_index
 from models.jobs import last_step
 from models.statuses import CALIBRATED
 from models.tables import Job, Step, Strategy, now
-from plimsoll import CacheView, Calibrator, DoesNotFit, Outline, Plan, estimate_tokens, outline, plan, plan_cached
-from plimsoll.fitting import Batching
+from plimsoll import CacheView, Calibrator, DoesNotFit, Outline, Plan, estimate_tokens, get_profile, outline
+from plimsoll.economics import plan_economic
+from plimsoll.fitting import Batching, plan_history
+from plimsoll.history import History
 from plimsoll.messages import BLOCK_OVERHEAD, MESSAGE_OVERHEAD
 from worker.admission import planned_input
-from worker.compaction import compose
+from worker.compaction import Stored, compose
 from worker.legacy import legacy_plan
 from worker.money import NOTE_TOKENS, money_of, nearly_spent, with_note
 from worker.prompts import system_prompt
@@ -47,14 +48,16 @@ class NothingFits(Exception):
 
 def prepare(session: Session, job: Job, services: Services) -> Planned | None:
     """The request of the job's next step; None while subagents it waits for are still at work."""
-    outlines = message_index(session, job.id)
+    index = services.histories.index(session, job.id)
+    outlines = index.outlines
     carried: list[dict[str, Any]] = []
     if outlines[-1].role == "assistant" and outlines[-1].tool_uses:
         results = delegate_results(session, job, outlines[-1].tool_uses, len(outlines) - 1)
         if results is None:
             return None
         carried = [results]
-    every = [*outlines, *(outline(m, job.profile) for m in carried)]
+    carried_outlines = [outline(m, job.profile) for m in carried]
+    every = [*outlines, *carried_outlines]
     system, tools = system_prompt(job), tools_for(job)
     overhead = request_overhead(system, tools, job.profile)
     calibrator = Calibrator.from_dict(job.calibration, floor=services.settings.calibration_floor)
@@ -67,8 +70,7 @@ def prepare(session: Session, job: Job, services: Services) -> Planned | None:
         composed = compose(
             session,
             job,
-            every,
-            carried,
+            Stored(every, index.history(carried_outlines), carried, services.histories, previous),
             planner,
             budget=planning_budget,
             overhead=overhead,
@@ -129,7 +131,7 @@ def _cached_prefix(previous: Step | None, cache: CacheView, chosen: Plan) -> int
 
 
 def _plan(
-    job: Job, every: list[Outline], *, budget: int, overhead: int, cache: CacheView
+    job: Job, every: list[Outline], history: History, *, budget: int, overhead: int, cache: CacheView
 ) -> tuple[Plan, tuple[int, ...]]:
     """What the next request sends, and where the provider's cache breakpoints go (empty: the adapter's own).
     Plimsoll's strategy clears where the prompt cache makes it cheapest, from what it knows of the previous
@@ -137,10 +139,11 @@ def _plan(
     if job.strategy == Strategy.LEGACY:
         return legacy_plan(every, budget, profile=job.profile, overhead=overhead), ()
     if job.strategy == Strategy.PLIMSOLL:
-        cached = plan_cached(every, budget, profile=job.profile, overhead=overhead, cache=cache)
+        profile = get_profile(job.profile)
+        cached = plan_economic(history, budget, profile=profile, overhead=overhead, cache=cache)
         return cached.plan, cached.breakpoints
     batching: Batching = "one" if job.strategy == Strategy.UNBATCHED else "four"
-    return plan(every, budget, profile=job.profile, overhead=overhead, batching=batching), ()
+    return plan_history(history, budget, profile=get_profile(job.profile), overhead=overhead, batching=batching), ()
 
 
 def cache_view(previous: Step | None, *, ttl_seconds: float, at: datetime) -> CacheView:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import sentry_sdk
@@ -16,6 +16,7 @@ from models.tables import Job
 from worker.admission import Limiter
 from worker.outages import surviving_outages
 from worker.providers.base import Provider
+from worker.stored_history import HistoryCache
 
 T = TypeVar("T")
 Enqueue = Callable[[int, int | None, float | None], None]  # (job id, step or None for the current one, delay)
@@ -32,6 +33,7 @@ class Services:
     report: Callable[[BaseException], Any] = sentry_sdk.capture_exception
     limiter: Limiter | None = None  # admission under the provider's rate limits (None: send at once)
     budgets: Budgets | None = None  # the shared money budgets (None: no shared Redis, budgets not enforced)
+    histories: HistoryCache = field(default_factory=HistoryCache)  # what this process read of the jobs' histories
 
 
 def store_surviving_outages(services: Services, work: Callable[[Session], T]) -> T:
