@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 import psycopg
 from anyio import to_thread
-from sqlalchemy import select
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
 
 from models.db import Database
 from models.events import CHANNEL, last_event_id
@@ -33,6 +34,10 @@ from models.tables import Event
 logger = logging.getLogger(__name__)
 
 RECONNECT_SECONDS = 1.0
+WRITERS = (
+    "SELECT virtualtransaction FROM pg_locks WHERE relation = 'events'::regclass AND mode = 'RowExclusiveLock' "
+    "AND granted AND pid <> pg_backend_pid()"
+)
 TICK_SECONDS = 0.1  # how often a hole's age is looked at while no notification comes
 
 
@@ -53,6 +58,7 @@ class Hub:
         self.database = database
         self.settings = settings
         self.horizon = 0
+        self._resynced = 0  # the horizon read at the last resync
         self.subscribers: set[Subscriber] = set()
         self._committed: dict[int, tuple[int, int]] = {}  # ids above the horizon that committed: (tenant, job)
         self._hole_since: tuple[int, float] | None = None  # the first missing id above the horizon, and since when
@@ -114,16 +120,36 @@ class Hub:
                 self._wake([(tenant_id, job_id)])
 
     async def _resync(self) -> None:
-        self.horizon = await to_thread.run_sync(self._last_id)
-        self._committed.clear()
+        """Start over from the highest committed id, once every transaction that was writing events when it was
+        read has ended (so none of them can still commit a lower one); later ids come as notifications."""
+        horizon, writing = await to_thread.run_sync(self._last_id)
+        deadline = time.monotonic() + self.settings.events_hole_seconds
+        while writing and time.monotonic() < deadline:
+            await asyncio.sleep(TICK_SECONDS)
+            writing = await to_thread.run_sync(self._still_writing, writing)
+        self.horizon = self._resynced = horizon
+        self._committed = {k: v for k, v in self._committed.items() if k > horizon}
         self._hole_since = None
         self._ready.set()
         for subscriber in self.subscribers:
             subscriber.wake.set()
 
-    def _last_id(self) -> int:
+    def _last_id(self) -> tuple[int, set[str]]:
+        """The highest committed id, and the transactions writing events (PostgreSQL) as it was read."""
         with self.database.session() as session:
-            return last_event_id(session)
+            writing = self._writers(session)
+            return last_event_id(session), writing
+
+    def _still_writing(self, writing: set[str]) -> set[str]:
+        with self.database.session() as session:
+            return writing & self._writers(session)
+
+    def _writers(self, session: Session) -> set[str]:
+        if self.database.engine.dialect.name != "postgresql":
+            return set()  # SQLite: one writer at a time, its ids in commit order
+        # A transaction that inserted an event holds this lock on the table until it ends.
+        rows = session.execute(text(WRITERS))
+        return {row[0] for row in rows}
 
     def _newest_after(self, after: int) -> list[tuple[int, int, int]]:
         with self.database.session() as session:
@@ -136,8 +162,10 @@ class Hub:
         except ValueError:
             logger.warning("an event notification that is not tenant:job:id was ignored")
             return
-        if event_id <= self.horizon:  # its id was given up for: streams past it have missed it
-            logger.warning(
+        if event_id <= self.horizon:
+            if event_id <= self._resynced:  # committed before the horizon was read: streams read it already
+                return
+            logger.warning(  # its id was given up for: streams past it have missed it
                 "event %s committed after %.0f s; streams past it missed it",
                 event_id,
                 self.settings.events_hole_seconds,

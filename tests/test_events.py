@@ -198,3 +198,25 @@ def test_a_bad_last_event_id_is_refused_clearly(database: Database, served: str)
         answer = client.get(f"/v1/jobs/{job_id}/events", headers={"Last-Event-ID": "yesterday"})
         assert answer.status_code == 422 and "Last-Event-ID" in answer.json()["detail"]
         assert client.get("/v1/events", params={"after": -1}).status_code == 422
+
+
+def test_an_event_still_being_written_when_the_api_starts_listening_is_not_skipped(
+    database: Database, served: str
+) -> None:
+    """The listener starts from the highest committed id once the transactions writing events then have ended: a
+    lower id of one of them, committed later, still reaches the stream."""
+    tenant_id, key = tenant_with_key(database, "events-start")
+    early_job, late_job = a_job(database, tenant_id), a_job(database, tenant_id)
+    start = step(database, early_job, 1)
+    stream: list[tuple[str, str, dict[str, Any]]] = []
+    with database.session() as slow:
+        taken_first = record(slow, slow.get_one(Job, early_job), EventType.STATUS, {"status": "running"}).id
+        later = step(database, late_job, 1)  # committed before the API's listener starts
+        reader = threading.Thread(  # its stream starts the listener (the first of this API)
+            target=lambda: stream.extend(received(served, key, "/v1/events", params={"after": start}, count=2)),
+            daemon=True,
+        )
+        reader.start()
+        time.sleep(1.0)
+    reader.join(10)
+    assert [int(i) for i, _, _ in stream] == [taken_first, later]
