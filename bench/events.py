@@ -171,7 +171,7 @@ def api_process(url: str, queue: str) -> Iterator[tuple[str, int]]:
     process = subprocess.Popen(command, cwd=ROOT, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # importing the app takes a while on a busy machine
         while True:
             try:
                 if httpx.get(f"{base}/healthz", timeout=2).status_code < 500:

@@ -5,9 +5,14 @@ Last-Event-ID, each tenant seeing only its own."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,6 +33,7 @@ from tests.support_worker import new_job, run_to_end, services
 from worker.providers import AnthropicProvider
 from worker.step.records import record_step
 
+ROOT = Path(__file__).resolve().parent.parent
 TEXTS = {"a.txt": "Alpha text of the first chapter.", "b.txt": "Beta text of the second chapter."}
 
 
@@ -220,3 +226,23 @@ def test_an_event_still_being_written_when_the_api_starts_listening_is_not_skipp
         time.sleep(1.0)
     reader.join(10)
     assert [int(i) for i, _, _ in stream] == [taken_first, later]
+
+
+@pytest.mark.skipif(not shutil.which("curl"), reason="the block needs curl")
+def test_the_curl_block_of_the_docs_streams_a_job_and_resumes_it(database: Database, served: str) -> None:
+    text = (ROOT / "docs" / "api-cli.md").read_text().split("With curl, `-N` shows each event", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", text, re.DOTALL)
+    assert block, "docs/api-cli.md lost its events block"
+    tenant_id, key = tenant_with_key(database, "events-curl")
+    job_id = a_job(database, tenant_id)
+    first, second = step(database, job_id, 1), step(database, job_id, 2)
+    end(database, job_id)
+    environment = os.environ | {"PLIMSOLL_API_URL": served, "PLIMSOLL_API_KEY": key, "job": str(job_id),
+                                "last": str(first)}  # fmt: skip
+    run = subprocess.run(["bash", "-euo", "pipefail", "-c", block.group(1)], env=environment, capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    ids = re.findall(r"^id: (\d+)", run.stdout, re.MULTILINE)
+    events = re.findall(r"^event: (\S+)", run.stdout, re.MULTILINE)
+    assert events == ["status", "step", "step", "job.ended", "step", "job.ended"]  # both streams ended by the end
+    assert ids[4] == str(second) and ids[3] == ids[5]
