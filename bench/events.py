@@ -26,11 +26,11 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import redis
@@ -50,6 +50,7 @@ from models.tenants import create_tenant
 from testbed.stack import REDIS_URL, bundled_emulator, free_port, fresh_database
 from worker.step.records import record_step
 
+T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 LATENCY_GOAL = 0.5  # s from commit to client, at the 95th percentile
@@ -499,6 +500,14 @@ def run_posts(base: str, database: Database, workload: Workload) -> Posts:
     return Posts(workload.posts, workload.keys, count, answers)
 
 
+def timed(phase: str, part: Callable[..., T], *arguments: Any) -> T:
+    """Run one part, saying on stderr how long it took."""
+    began = time.monotonic()
+    done = part(*arguments)
+    print(f"bench.events: {phase} took {time.monotonic() - began:.1f} s", file=sys.stderr)
+    return done
+
+
 def run(workload: Workload) -> Result:
     # The jobs are the emulator's model's (the default), though no step of theirs is sent: the writer plays them.
     with (
@@ -508,11 +517,11 @@ def run(workload: Workload) -> Result:
     ):
         database = Database(url)
         try:
-            follow = run_follow(base, pid, database, workload)
-            polling = run_polling(base, pid, database, workload)
-            resumes = run_resumes(base, database, workload)
-            views = run_views(base, database, workload)
-            posts = run_posts(base, database, workload)
+            follow = timed("follow", run_follow, base, pid, database, workload)
+            polling = timed("polling", run_polling, base, pid, database, workload)
+            resumes = timed("disconnects", run_resumes, base, database, workload)
+            views = timed("views", run_views, base, database, workload)
+            posts = timed("posts", run_posts, base, database, workload)
         finally:
             database.dispose()
     return Result(follow, polling, resumes, views, posts)
