@@ -3,6 +3,9 @@ build their own with ``create_app``."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
@@ -10,7 +13,7 @@ from api.deps import Enqueue
 from api.errors import install_error_handlers
 from api.idempotency import Answered, Idempotency, answered
 from api.limits import BodyLimit
-from api.routes import continuation, documents, health, jobs, models, notices
+from api.routes import continuation, documents, events, health, jobs, models, notices
 from api.uploads import body_limit
 from models.db import Database
 from worker.sentry import start_sentry
@@ -23,19 +26,28 @@ Every error answers `{"detail": "..."}`.
 """
 
 
+@asynccontextmanager
+async def close_events_hub(app: FastAPI) -> AsyncIterator[None]:
+    """The event streams' listener (api/events_hub.py) starts with the first stream and stops with the app."""
+    yield
+    hub = getattr(app.state, "events_hub", None)
+    if hub is not None:
+        await hub.close()
+
+
 def create_app(*, database: Database | None = None, enqueue: Enqueue | None = None) -> FastAPI:
     """The API on ``database`` (default: the settings' database), queueing steps with ``enqueue`` (default: the
     Celery queue of ``worker.queue``). Starts Sentry when the settings name a DSN."""
     start_sentry()
     # Swagger UI and ReDoc from the assets fastapi-offline ships: /docs and /redoc work without the internet.
-    app = FastAPIOffline(title="Plimsoll", version="0.1.0", description=DESCRIPTION)
+    app = FastAPIOffline(title="Plimsoll", version="0.1.0", description=DESCRIPTION, lifespan=close_events_hub)
     app.state.database = database
     app.state.enqueue = enqueue
     install_error_handlers(app)
     app.add_exception_handler(Answered, answered)
     app.add_middleware(Idempotency)  # inside the body limit: a body it reads has passed it
     app.add_middleware(BodyLimit, limit=body_limit)
-    for module in (documents, jobs, continuation, notices, models, health):
+    for module in (documents, jobs, events, continuation, notices, models, health):
         app.include_router(module.router)
     return app
 

@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import httpx
+from httpx_sse import SSEError, connect_sse
 from pydantic import BaseModel
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
@@ -19,6 +20,7 @@ from api.schemas import (
     DocumentIn,
     DocumentsCreated,
     DocumentView,
+    EventView,
     Health,
     JobCheck,
     JobIn,
@@ -51,6 +53,13 @@ class ApiError(ClientError):
 
 class ApiUnreachable(ClientError):
     """No answer from the API."""
+
+
+class EventsRefused(ClientError):
+    """The API has no event streams (an older one): poll instead."""
+
+
+REFUSED_STREAM = (404, 405, 501)  # what an API without the route answers
 
 
 class PlimsollClient:
@@ -129,6 +138,25 @@ class PlimsollClient:
 
     def job(self, job_id: int) -> JobView:
         return self._send("GET", f"/v1/jobs/{job_id}", JobView)
+
+    def job_events(self, job_id: int, *, after: int | None = None) -> Iterator[EventView]:
+        """The job's events after the id ``after`` (None: from its first), as they come, until it ends. Raises
+        EventsRefused where the API has no streams, ApiUnreachable when the connection is lost (resume after the
+        last event received)."""
+        params = {} if after is None else {"after": after}
+        try:
+            with connect_sse(self._http, "GET", f"/v1/jobs/{job_id}/events", params=params) as source:
+                if source.response.status_code in REFUSED_STREAM:
+                    raise EventsRefused(f"the API at {self.base_url} has no event streams")
+                if source.response.is_error:
+                    source.response.read()
+                    raise ApiError(source.response.status_code, _detail(source.response))
+                for message in source.iter_sse():
+                    yield EventView.model_validate_json(message.data)
+        except (httpx.TransportError, SSEError) as error:
+            raise ApiUnreachable(
+                f"the event stream of the Plimsoll API at {self.base_url} broke off: {error}"
+            ) from error
 
     def jobs(
         self, *, kind: str | None = None, status: str | None = None, offset: int = 0, limit: int = PAGE_SIZE

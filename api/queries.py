@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, Text, cast, func, select
 from sqlalchemy.orm import Session
 
 from models.errors import NotFound
@@ -53,6 +53,26 @@ def locked_job_of(session: Session, *, tenant_id: int, job_id: int) -> Job:
 
 def messages_query(*, job_id: int) -> Select[Message]:
     return select(Message).where(Message.job_id == job_id).order_by(Message.seq)
+
+
+def messages_page(
+    session: Session, *, job_id: int, offset: int, limit: int, max_bytes: int
+) -> tuple[list[Message], int]:
+    """A page of the job's messages: at most ``limit``, and no more than ``max_bytes`` of content (but at least one
+    message), its sizes read before any body; with the number of messages in all."""
+    content = cast(Message.content, Text)
+    size = func.octet_length(content) if session.get_bind().dialect.name == "postgresql" else func.length(content)
+    window = messages_query(job_id=job_id).with_only_columns(Message.seq, size).offset(offset).limit(limit)
+    seqs: list[int] = []
+    used = 0
+    for seq, length in session.execute(window):
+        if seqs and used + (length or 0) > max_bytes:
+            break
+        seqs.append(seq)
+        used += length or 0
+    total = session.scalar(select(func.count()).where(Message.job_id == job_id)) or 0
+    rows = list(session.scalars(messages_query(job_id=job_id).where(Message.seq.in_(seqs)))) if seqs else []
+    return rows, total
 
 
 def steps_query(*, job_id: int) -> Select[Step]:

@@ -51,6 +51,11 @@ class Page(BaseModel, Generic[T]):
     total: int = Field(description="items in the whole list")
     offset: int
     limit: int
+    next_offset: int | None = Field(
+        default=None,
+        description="where the next page starts (None: this page is the last); a page of messages may"
+        " stop short of `limit` at its bound in bytes",
+    )
 
 
 class ErrorBody(BaseModel):
@@ -240,6 +245,9 @@ class JobView(BaseModel):
     warnings: list[str] = Field(default_factory=list, description="e.g. that the job's model is deprecated or retired")
     continued_from: int | None = Field(default=None, description="the job this one continues in a new chat")
     continued_by: int | None = Field(default=None, description="the job that continues this one in a new chat")
+    last_event_id: int | None = Field(
+        default=None, description="its latest event when this was read: follow its events after it (`?after=`)"
+    )
 
 
 class MessageView(Schema):
@@ -339,3 +347,14 @@ class ModelView(BaseModel):
 class ModelList(BaseModel):
     default_model: str = Field(description="the model of a job that names none")
     models: list[ModelView]
+
+
+class EventView(BaseModel):
+    """One event of an event stream (`GET /v1/jobs/{id}/events`, `GET /v1/events`), the `data` of its SSE message;
+    the message's `id` and `event` are its id and type."""
+
+    id: int = Field(description="the event's id: resume after it with Last-Event-ID")
+    type: str = Field(description="step, compaction, subagent.started, subagent.ended, notice, status, job.ended, gap")
+    job_id: int = Field(description="the main job it belongs to (a subagent's say which in data.subagent)")
+    created_at: datetime
+    data: dict[str, Any] = Field(description="what it tells: see the docs (docs/api-cli.md)")

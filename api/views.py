@@ -11,8 +11,10 @@ from api.schemas import ChildJob, JobSummary, JobView, LastRequest, Limits, Prog
 from models.catalogue import CATALOGUE, lifecycle_warning
 from models.continuation import continuation_of
 from models.endpoints import host_of
-from models.history import distinct_read, read_calls
+from models.events import latest_event_id
+from models.history import read_calls
 from models.jobs import children_of, last_step
+from models.reads import Reads, merged_reads, reads_from_calls
 from models.tables import Document, Job, Step
 from models.usage import cost_vs_uncached
 
@@ -23,8 +25,11 @@ def job_view(session: Session, job: Job) -> JobView:
     children = children_of(session, job.id)
     names = [document.name for document in job.documents]
     step = last_step(session, job.id)
-    # Subagents read the job's documents on its behalf: their reads count as the job's progress.
-    calls = read_calls(session, job_ids=[job.id, *(c.id for c in children)])
+    # Subagents read the job's documents on its behalf: their reads count as the job's progress. Kept as steps
+    # commit; a job from before that reads its messages.
+    reads = merged_reads([job, *children]) or reads_from_calls(
+        read_calls(session, job_ids=[job.id, *(c.id for c in children)]), names
+    )
     return JobView(
         id=job.id,
         kind=job.kind,
@@ -44,8 +49,8 @@ def job_view(session: Session, job: Job) -> JobView:
         progress=Progress(
             steps_done=job.step,
             documents_total=len(names),
-            documents_read=distinct_read(calls, names),
-            reading=None if job.status.finished else reading(session, job, calls),
+            documents_read=reads.documents,
+            reading=None if job.status.finished else reading(session, job, reads),
         ),
         usage=usage_of(job),
         retries=job.retries,
@@ -61,19 +66,20 @@ def job_view(session: Session, job: Job) -> JobView:
         warnings=model_warnings(job.model),
         continued_from=job.continued_from_id,
         continued_by=continuation.id if (continuation := continuation_of(session, job.id)) else None,
+        last_event_id=latest_event_id(session, job.id),
     )
 
 
-def reading(session: Session, job: Job, calls: list[tuple[str, int]]) -> Reading | None:
+def reading(session: Session, job: Job, reads: Reads) -> Reading | None:
     """The document read last and the page: pages read of it so far, and about how many it has (its length over
     the mean page read so far; pages are a quarter of the budget in tokens, so their lengths vary a little)."""
     known = {d.name: d for d in job.documents}
-    if not calls or calls[-1][0] not in known:
+    if reads.last is None or reads.last[0] not in known:
         return None
-    name, offset = calls[-1]
+    name, offset = reads.last
     entry = known[name]
     characters = session.scalar(select(Document.chars).where(Document.id == entry.document_id)) or 0
-    page = len({at for each, at in calls if each == name})
+    page = reads.pages_of_last
     pages = math.ceil(characters / (offset / (page - 1))) if offset and page > 1 else None
     return Reading(
         document=name, document_number=entry.position + 1, page=page, pages=pages, characters_from=offset,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import codecs
 import contextlib
 import json
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -183,16 +182,12 @@ def _create(client: PlimsollClient, job: JobIn, uploaded: DocumentsCreated) -> J
 
 
 def wait_quietly(client: PlimsollClient, job_id: int, *, interval: float) -> JobView:
-    """Poll until the job finishes, showing nothing (for --json)."""
-    from api.client import ApiUnreachable
+    """Follow the job until it finishes, showing nothing (for --json)."""
+    from cli.watch import updates
 
     job = client.job(job_id)
-    while not job.status.finished:
-        time.sleep(interval)
-        try:
-            job = client.job(job_id)
-        except ApiUnreachable:  # the API restarting must not end the wait
-            continue
+    for seen, _problem in updates(client, job, interval=interval):
+        job = seen
     return job
 
 

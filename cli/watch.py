@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 from rich.console import Console, RenderableType
@@ -14,7 +14,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from api.client import ApiUnreachable, PlimsollClient
+from api.client import ApiUnreachable, EventsRefused, PlimsollClient
 from api.schemas import JobView
 from cli.common import model_shown
 from models.statuses import JobStatus
@@ -37,20 +37,52 @@ def watch_job(
     interval: float = 1.0,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    """Poll the job until it finishes, showing its progress on ``display``; then print the final answer (or the
+    """Follow the job until it finishes, showing its progress on ``display``; then print the final answer (or the
     notice, or the error) on ``output``. Answers the exit code: 0 if the job succeeded, 1 otherwise (an
     incomplete job's answer is printed too, and its notice names the parts that did not finish)."""
     job = client.job(job_id)
     with Live(job_panel(job), console=display, refresh_per_second=4) as live:
-        while not job.status.finished:
-            sleep(interval)
-            try:
-                job = client.job(job_id)
-            except ApiUnreachable as error:  # the API restarting must not end the watch
-                live.update(job_panel(job, problem=f"{error}; trying again"))
-                continue
-            live.update(job_panel(job))
+        for seen, problem in updates(client, job, interval=interval, sleep=sleep):
+            job = seen
+            live.update(job_panel(job, problem=problem))
     return report_outcome(client, job, display=display, output=output)
+
+
+def updates(
+    client: PlimsollClient, job: JobView, *, interval: float, sleep: Callable[[float], None] = time.sleep
+) -> Iterator[tuple[JobView, str | None]]:
+    """The job as it is after each of its events, until it has ended: its event stream followed from the view's
+    latest event, and resumed after the last one received when the connection is lost (the API restarting must
+    not end the watch). Polled every ``interval`` seconds only where the API has no streams. Each comes with the
+    problem to show, if any."""
+    last = job.last_event_id
+    while not job.status.finished:
+        try:
+            for event in client.job_events(job.id, after=last):
+                last = event.id
+                job = client.job(job.id)
+                yield job, None
+            job = client.job(job.id)  # the stream ends with the job (or had nothing more to tell of it)
+            yield job, None
+        except EventsRefused:
+            yield from _polled(client, job, interval=interval, sleep=sleep)
+            return
+        except ApiUnreachable as error:
+            yield job, f"{error}; trying again"
+            sleep(interval)
+
+
+def _polled(
+    client: PlimsollClient, job: JobView, *, interval: float, sleep: Callable[[float], None]
+) -> Iterator[tuple[JobView, str | None]]:
+    while not job.status.finished:
+        sleep(interval)
+        try:
+            job = client.job(job.id)
+        except ApiUnreachable as error:
+            yield job, f"{error}; trying again"
+            continue
+        yield job, None
 
 
 def report_outcome(client: PlimsollClient, job: JobView, *, display: Console, output: Console) -> int:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
+from models.settings import get_settings
 from models.tables import Event, Job
 
 CHANNEL = "plimsoll_events"
@@ -24,6 +25,7 @@ class EventType(enum.StrEnum):
     NOTICE = "notice"
     STATUS = "status"  # a status change short of an end (queued -> running)
     ENDED = "job.ended"  # succeeded, failed, incomplete, cancelled or needs a new chat
+    GAP = "gap"  # where older events of the job were: they went to keep what is kept per job bounded
 
 
 def record(session: Session, job: Job, type: EventType, data: dict[str, Any]) -> Event:
@@ -36,4 +38,40 @@ def record(session: Session, job: Job, type: EventType, data: dict[str, Any]) ->
     session.flush()
     if session.get_bind().dialect.name == "postgresql":
         session.execute(select(func.pg_notify(CHANNEL, f"{job.tenant_id}:{main_id}:{event.id}")))
+    if type is EventType.STEP:  # the one kind that comes with every step: the others are few
+        keep_last(session, main_id, get_settings().events_kept_per_job)
     return event
+
+
+def keep_last(session: Session, job_id: int, kept: int) -> None:
+    """Keep the job's last ``kept`` events: the one before them becomes the gap, saying up to which id the older
+    ones went, and the older ones (an earlier gap among them) are deleted. A client resuming from before the gap
+    reads it first, then the oldest kept."""
+    cut = session.scalar(select(Event.id).where(Event.job_id == job_id).order_by(Event.id.desc()).offset(kept).limit(1))
+    if cut is None:
+        return
+    session.execute(delete(Event).where(Event.job_id == job_id, Event.id < cut))
+    session.execute(update(Event).where(Event.id == cut).values(type=EventType.GAP.value, data={"through": cut}))
+
+
+def events_after(
+    session: Session, *, tenant_id: int, job_id: int | None, after: int, upto: int | None, limit: int
+) -> list[Event]:
+    """The tenant's events (of one job, or of all its jobs) with ids after ``after`` and up to ``upto`` (None: no
+    bound), in id order, at most ``limit``."""
+    query = select(Event).where(Event.tenant_id == tenant_id, Event.id > after)
+    if job_id is not None:
+        query = query.where(Event.job_id == job_id)
+    if upto is not None:
+        query = query.where(Event.id <= upto)
+    return list(session.scalars(query.order_by(Event.id).limit(limit)))
+
+
+def last_event_id(session: Session) -> int:
+    """The highest committed event id (0: none yet)."""
+    return session.scalar(select(func.max(Event.id))) or 0
+
+
+def latest_event_id(session: Session, job_id: int) -> int | None:
+    """The job's latest event id (None: it has none)."""
+    return session.scalar(select(func.max(Event.id)).where(Event.job_id == job_id))

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from models.counting import counting_profile
 from models.pages import expanded, stored_content
+from models.reads import fold_reads, read_document_calls
 from models.settings import get_settings
 from models.tables import Job, Message, Summary
 from plimsoll import Outline, outline
@@ -41,6 +42,7 @@ def append_messages(session: Session, job: Job, messages: Sequence[dict[str, Any
         )
     session.add_all(rows)
     session.flush()
+    fold_reads(job, rows)
     return rows
 
 
@@ -104,9 +106,6 @@ def summaries_of(session: Session, job_id: int) -> list[Summary]:
     return list(session.scalars(select(Summary).where(Summary.job_id == job_id).order_by(Summary.step)))
 
 
-READ_DOCUMENT = "read_document"
-
-
 def documents_read(session: Session, *, job_ids: Iterable[int], names: Iterable[str]) -> list[str]:
     """The distinct ``names`` that ``read_document`` calls of these jobs asked for, in the order first asked."""
     return distinct_read(read_calls(session, job_ids=job_ids), names)
@@ -121,15 +120,4 @@ def read_calls(session: Session, *, job_ids: Iterable[int]) -> list[tuple[str, i
     """(document name, offset) of every ``read_document`` call of these jobs, in the order asked. Only assistant
     messages are loaded: they are small, the documents' texts sit in the user messages."""
     query = select(Message.content).where(Message.job_id.in_(list(job_ids)), Message.role == "assistant")
-    return [call for content in session.scalars(query.order_by(Message.id)) for call in _read_document_calls(content)]
-
-
-def _read_document_calls(content: Any) -> Iterable[tuple[str, int]]:
-    if not isinstance(content, list):
-        return
-    for block in content:
-        if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") == READ_DOCUMENT:
-            arguments = block.get("input")
-            if isinstance(arguments, dict) and isinstance(arguments.get("name"), str):
-                offset = arguments.get("offset")
-                yield arguments["name"], offset if isinstance(offset, int) and offset > 0 else 0
+    return [call for content in session.scalars(query.order_by(Message.id)) for call in read_document_calls(content)]

@@ -13,6 +13,7 @@ from models.catalogue import MIN_BUDGET, ModelSpec, Provider, UnknownModel, mode
 from models.documents import documents_of
 from models.endpoints import Endpoint, endpoint_for
 from models.errors import InvalidInput, NotFound
+from models.events import EventType, record
 from models.history import append_messages
 from models.limits import check_queued_quota, check_reproduction, job_limits, lock_quotas, tenant_limits
 from models.model_facts import learned_limits, model_calibration
@@ -23,6 +24,7 @@ from models.tables import Job, JobDocument, JobKind, JobStatus, Step, now
 from plimsoll.compaction import POLICIES
 
 COMPACTION = "auto"  # the default: see bench/results/compaction.md
+REASON_CHARS = 300  # of a job's error, in its ended event
 _PROFILES = {Strategy.ORIGINAL: "simple", Strategy.LEGACY: "chars4"}  # the reproductions count as they did
 
 
@@ -143,6 +145,10 @@ def create_job(
     # to read them all. It can still list them with its tools.
     listed = names if parent is None else []
     append_messages(session, job, [opening_message(instruction, listed)], step=0)
+    if parent is None:
+        record(session, job, EventType.STATUS, {"status": job.status.value})
+    else:
+        record(session, job, EventType.SUBAGENT_STARTED, {})
     return job
 
 
@@ -161,13 +167,25 @@ def job_endpoint(job: Job, settings: Settings) -> Endpoint:
     return endpoint_for(model_spec(job.model, settings.models), settings)
 
 
-def end_job(job: Job, status: JobStatus, *, error: str | None = None, at: datetime | None = None) -> None:
+def end_job(
+    session: Session, job: Job, status: JobStatus, *, error: str | None = None, at: datetime | None = None
+) -> None:
     """The one way a job ends (a step's every end, worker/step/; a cancellation): its final status, when (``at``, or
-    now), why if it did not succeed; and no deadline, so the reconciler leaves it be."""
+    now), why if it did not succeed; and no deadline, so the reconciler leaves it be. Its event is the job's last:
+    a notice of the same end is written before it."""
     job.status, job.finished_at = status, at or now()
     job.lease_owner, job.lease_until = None, None
     if error:
         job.error = error
+    ended = EventType.ENDED if job.parent_id is None else EventType.SUBAGENT_ENDED
+    record(session, job, ended, {"status": job.status.value, "reason": short_reason(error)})
+
+
+def short_reason(error: str | None) -> str | None:
+    """Why a job ended, for its event: our own words (a limit, a provider's error message), never the history."""
+    if error is None or len(error) <= REASON_CHARS:
+        return error
+    return error[: REASON_CHARS - 1] + "…"
 
 
 def job_of(session: Session, *, tenant_id: int, job_id: int) -> Job:

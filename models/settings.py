@@ -117,6 +117,19 @@ class Settings(BaseSettings):
     # How long a POST's Idempotency-Key keeps its first answer (api/idempotency.py): a retry with the key within
     # this time gets that answer again; after it, the key is new again.
     idempotency_key_seconds: float = Field(default=24 * 3600.0, gt=0.0)
+    # A job's events (models/events.py) kept for a client that resumes a stream: the last this many of each job
+    # (a default job's 1,000 steps fit); older ones go as new ones come, and a resuming client is told of the gap.
+    events_kept_per_job: int = Field(default=1_000, ge=10)
+    # An event id not yet committed while later ones are holds a stream back (ids are taken before commit) up to
+    # this long; after it the id is taken for a rolled-back transaction's and passed (api/events_hub.py).
+    events_hole_seconds: float = Field(default=5.0, gt=0.0)
+    # An event stream's comment line sent when nothing else was for this long, so that proxies keep it open.
+    events_ping_seconds: float = Field(default=15.0, gt=0.0)
+    # How often the API looks for new events where the database cannot notify (SQLite, local mode).
+    events_poll_seconds: float = Field(default=0.2, gt=0.0)
+    # A page of a job's messages holds at most this many bytes of their content (at least one message): the page
+    # says where the next one starts.
+    max_page_bytes: int = Field(default=1_000_000, ge=1_000)
     # The calibrator may plan with up to 1 / this times the budget (in estimate units) when the model's real
     # counts run consistently under our estimates; 1.0 keeps it one-sided.
     calibration_floor: float = Field(default=0.8, ge=0.5, le=1.0)

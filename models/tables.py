@@ -190,6 +190,9 @@ class Job(Base):
     wind_down: Mapped[bool] = mapped_column(default=True, server_default=true())
     tool_calls: Mapped[dict[str, Any]] = mapped_column(default=dict)
     calibration: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # What its read_document calls read, kept as steps commit (models/reads.py), so the job's view reads no
+    # history: None for a job from before it was kept, whose view reads its messages.
+    reads: Mapped[dict[str, Any] | None] = mapped_column(default=dict)
     created_at: Mapped[datetime] = mapped_column(default=now)
     updated_at: Mapped[datetime] = mapped_column(default=now, onupdate=now)
     started_at: Mapped[datetime | None] = mapped_column(default=None)

@@ -14,6 +14,8 @@ from sqlalchemy import select
 
 from api.app import create_app
 from models.db import Database
+from models.events import EventType, record
+from models.jobs import end_job
 from models.tables import ApiKey, Job, JobStatus
 from models.tenants import hash_key
 from testbed.stack import listening_socket
@@ -58,10 +60,17 @@ def tenant_of(database: Database, key: str) -> int:
 
 
 def set_job(database: Database, job_id: int, **values: object) -> None:
+    """Change the job as a step would: a new status with its event (an end with the job's last)."""
     with database.session() as session:
         job = session.get_one(Job, job_id)
+        status = values.pop("status", None)
         for name, value in values.items():
             setattr(job, name, value)
+        if isinstance(status, JobStatus) and status.finished:
+            end_job(session, job, status)
+        elif isinstance(status, JobStatus):
+            job.status = status
+            record(session, job, EventType.STATUS, {"status": status.value})
 
 
 def finish_later(database: Database, *, status: JobStatus, answer: str) -> Callable[[int], None]:

@@ -13,7 +13,7 @@ from api.budgets import check_budgets
 from api.deps import Enqueue, EnqueueDep, SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
 from api.idempotency import IDEMPOTENT
-from api.queries import jobs_query, locked_job_of, messages_query, page_of, steps_query
+from api.queries import jobs_query, locked_job_of, messages_page, page_of, steps_query
 from api.routes.pagination import WindowDep, page
 from api.schemas import (
     ErrorBody,
@@ -128,9 +128,13 @@ def get_job(job_id: Id, tenant: TenantDep, session: SessionDep) -> JobView:
 
 @router.get("/{job_id}/messages")
 def list_messages(job_id: Id, tenant: TenantDep, session: SessionDep, window: WindowDep) -> Page[MessageView]:
-    """The job's whole stored conversation in order, including everything a request left out or cleared."""
+    """The job's whole stored conversation in order, including everything a request left out or cleared. A page
+    holds at most `limit` messages and PLIMSOLL_MAX_PAGE_BYTES of their content (at least one message):
+    `next_offset` says where the next page starts."""
     job = job_of(session, tenant_id=tenant.id, job_id=job_id)
-    rows, total = page_of(session, messages_query(job_id=job.id), offset=window.offset, limit=window.limit)
+    rows, total = messages_page(
+        session, job_id=job.id, offset=window.offset, limit=window.limit, max_bytes=get_settings().max_page_bytes
+    )
     contents = expanded(session, tenant.id, [m.content for m in rows])  # pages of documents, stored by reference
     views = [
         MessageView.model_validate(m).model_copy(update={"content": c}) for m, c in zip(rows, contents, strict=True)
@@ -171,8 +175,8 @@ def cancel_job(job_id: Id, tenant: TenantDep, session: SessionDep) -> JobView:
         )
     cancelled_at = now()
     children = select(Job).where(Job.parent_id == job.id).order_by(Job.id).with_for_update(key_share=True)
-    for each in [job, *session.scalars(children)]:
+    for each in [*session.scalars(children), job]:  # the main job's ended event last: it ends its stream
         if not each.status.finished:
-            end_job(each, JobStatus.CANCELLED, at=cancelled_at)
+            end_job(session, each, JobStatus.CANCELLED, at=cancelled_at)
     session.commit()
     return job_view(session, job)

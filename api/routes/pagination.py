@@ -30,4 +30,8 @@ WindowDep = Annotated[Window, Depends(window)]
 
 
 def page(items: list[T], total: int, window: Window) -> Page[T]:
-    return Page[T](items=items, total=total, offset=window.offset, limit=window.limit)
+    following = window.offset + len(items)
+    return Page[T](
+        items=items, total=total, offset=window.offset, limit=window.limit,
+        next_offset=following if following < total else None,
+    )  # fmt: skip

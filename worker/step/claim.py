@@ -8,6 +8,7 @@ import logging
 
 from sqlalchemy.orm import Session
 
+from models.events import EventType, record
 from models.jobs import end_job
 from models.model_facts import endpoint_of, learned_limits
 from models.statuses import CALIBRATED
@@ -56,7 +57,7 @@ def begin(session: Session, job_id: int, step: int | None, owner: str, services:
     job.lease_owner, job.lease_until = owner, deadline(settings.lease_seconds)
     job.requeues = 0  # claimed: its step message arrived
     if _parent_gone(session, job):
-        end_job(job, JobStatus.CANCELLED, error="the main job was cancelled or has ended")
+        end_job(session, job, JobStatus.CANCELLED, error="the main job was cancelled or has ended")
         return Decided(Outcome(job_id, "finished", job.step, job.status))
     if job.step >= job.max_steps:
         steps = f"{job.step} step{'' if job.step == 1 else 's'}"
@@ -66,6 +67,7 @@ def begin(session: Session, job_id: int, step: int | None, owner: str, services:
             release(job, seconds=settings.lease_seconds)
             return Decided(Outcome(job_id, "waiting_for_slot", job.step, job.status))
         job.status, job.started_at = JobStatus.RUNNING, now()
+        record(session, job, EventType.STATUS, {"status": job.status.value})
     if job.strategy in CALIBRATED:
         known = learned_limits(session, endpoint_of(job), job.model)
         within_learned_limits(job, known[:2] if known else None)

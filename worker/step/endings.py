@@ -26,7 +26,7 @@ from worker.lease import release
 from worker.prompts import system_prompt
 from worker.routing import endpoint_setting, route
 from worker.step.plan import NothingFits, request_overhead
-from worker.step.records import notify, step_record, unsent_step_record
+from worker.step.records import notify, record_step, step_record, unsent_step_record
 from worker.step.results import Decided, Outcome, Planned
 from worker.step.services import Services
 from worker.step.subagents import wake_parent
@@ -78,9 +78,13 @@ def failed(
     if carried:
         append_messages(session, job, carried, step=step)  # results that arrived are kept, whatever happens
     if planned is not None:
-        session.add(step_record(job, planned, step, reply=None, seconds=planned.seconds, stop=type(error).__name__))
+        record_step(
+            session,
+            job,
+            step_record(job, planned, step, reply=None, seconds=planned.seconds, stop=type(error).__name__),
+        )
     elif nothing is not None:
-        session.add(unsent_step_record(job, step, nothing.error, rejected=rejected))
+        record_step(session, job, unsent_step_record(job, step, nothing.error, rejected=rejected))
     if limited:
         why = (
             f"the provider's rate limit kept the step waiting {waited / 60:.0f} min, longer than the "
@@ -91,10 +95,12 @@ def failed(
         why = error.message
     else:
         why = f"the request failed {tries} times in a row; the last time: {error.message}"
-    end_job(job, action.job_status or JobStatus.FAILED, error=why)
-    if action.notice:
-        notice = new_chat_notice(job.id, job.locale) if job.status == JobStatus.NEEDS_NEW_CHAT else action.notice
-        notify(session, job, notice)
+    ending = action.job_status or JobStatus.FAILED
+    if action.notice:  # before the end: the job's ended event is its last
+        notify(
+            session, job, new_chat_notice(job.id, job.locale) if ending == JobStatus.NEEDS_NEW_CHAT else action.notice
+        )
+    end_job(session, job, ending, error=why)
     stage = planned.chosen.stage if planned else "does_not_fit"
     outcome = Outcome(job.id, "finished", step, job.status, stage=stage)  # the step of the record written above
     return Decided(outcome, wake_parent(session, job), error if action.report_to_sentry else None)
@@ -119,13 +125,13 @@ def budget_too_small(session: Session, job: Job, nothing: NothingFits, needed: i
     """The budget cannot hold the first message with the agent's notes and a round of tool results: no new chat
     would help, a budget of ``needed`` would."""
     step = job.step = job.step + 1  # the step that did not fit is recorded: the job's count of steps includes it
-    session.add(unsent_step_record(job, step, nothing.error))
+    record_step(session, job, unsent_step_record(job, step, nothing.error))
     why = (
         f"the budget of {job.budget:,} tokens is too small for the job's first message with its notes and one "
         f"round of tool results ({needed:,} would hold them)"
     )
-    end_job(job, JobStatus.FAILED, error=why)
     notify(session, job, stopped_notice("budget", job.locale, budget=job.budget, needed=needed))
+    end_job(session, job, JobStatus.FAILED, error=why)
     return Decided(Outcome(job.id, "finished", step, job.status, stage="does_not_fit"), wake_parent(session, job))
 
 
@@ -141,8 +147,8 @@ def stop(
     """End a runaway job (a limit reached, or the agent repeating itself) with a notice saying why."""
     if carried:
         append_messages(session, job, carried, step=job.step + 1)  # results that arrived are kept
-    end_job(job, JobStatus.FAILED, error=why)
     notify(session, job, stopped_notice(notice, job.locale, **values))
+    end_job(session, job, JobStatus.FAILED, error=why)
     return Decided(Outcome(job.id, "finished", job.step, job.status), wake_parent(session, job))
 
 
@@ -153,7 +159,7 @@ def internal_error(session: Session, job_id: int, step: int | None, error: Excep
     if job is None or job.status.finished or (step is not None and job.step != step):
         return Decided(Outcome(job_id, "skipped", job.step if job else 0, job.status if job else "missing"))
     why = f"an internal error ({type(error).__name__}) stopped the job at step {job.step + 1}; it was reported"
-    end_job(job, JobStatus.FAILED, error=why)
+    end_job(session, job, JobStatus.FAILED, error=why)
     return Decided(Outcome(job.id, "finished", job.step, job.status), wake_parent(session, job))
 
 
@@ -171,9 +177,9 @@ def out_of_money(session: Session, job_id: int, planned: Planned, over: Over) ->
         f"its budget of {limit:.2f} USD ({over.scope.where}) cannot hold its next request's worst case of "
         f"{over.asked:.4f} USD: {over.spent:.4f} USD spent, {over.held:.4f} USD held by requests in flight"
     )
-    end_job(job, JobStatus.INCOMPLETE, error=why)
     notice = budget_notice(session, job, "money", over.spent, budget=usd(limit), more=usd(limit * 2))
-    notify(session, job, notice)
+    notify(session, job, notice)  # before the end it explains: the job's ended event is its last
+    end_job(session, job, JobStatus.INCOMPLETE, error=why)
     return Decided(Outcome(job.id, "finished", job.step, job.status), wake_parent(session, job))
 
 

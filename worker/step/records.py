@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from models.events import EventType, record
 from models.model_facts import endpoint_of, observe_model
 from models.tables import Job, Notice, Step
 from plimsoll import Calibrator, DoesNotFit
@@ -53,11 +54,23 @@ def unsent_step_record(job: Job, step: int, error: DoesNotFit, *, rejected: tupl
     )
 
 
+def record_step(session: Session, job: Job, row: Step) -> None:
+    """Store a step's record with its event: its number, stage, the tokens sent against the budget, the share of
+    them read from the cache (the cost comes with the ledger)."""
+    session.add(row)
+    sent = row.reported_input_tokens if row.reported_input_tokens is not None else row.estimated_tokens
+    share = (row.cache_read_tokens or 0) / row.reported_input_tokens if row.reported_input_tokens else None
+    data = {"step": row.step, "stage": row.stage, "tokens": sent, "budget": job.budget, "cache_read_share": share}
+    record(session, job, EventType.STEP, data | {"stop_reason": row.stop_reason, "cost_usd": None})
+
+
 def notify(session: Session, job: Job, text: str) -> None:
-    """A notice for the person. Only main jobs have one: a subagent's end reaches the person through its
-    parent, which reads it as a tool result and names it when it finishes."""
+    """A notice for the person, and its event with its text (the person's own). Only main jobs have one: a
+    subagent's end reaches the person through its parent, which reads it as a tool result and names it when it
+    finishes."""
     if job.parent_id is None:
         session.add(Notice(tenant_id=job.tenant_id, job_id=job.id, text=text))
+        record(session, job, EventType.NOTICE, {"text": text})
 
 
 def observe(session: Session, job: Job, *, estimated: int, reported: int) -> None:

@@ -20,7 +20,7 @@ from worker.providers.base import Reply
 from worker.runaway import Repeats, count_calls, fingerprint, with_warning
 from worker.step.claim import current
 from worker.step.endings import budget_notice, needed_budget, stop, usd
-from worker.step.records import notify, observe, step_record
+from worker.step.records import notify, observe, record_step, step_record
 from worker.step.results import Decided, Outcome, Planned, Wake
 from worker.step.services import Services
 from worker.step.subagents import finish_with_parts, start_subagent, wake_parent
@@ -52,24 +52,24 @@ def answered(
     calls = [block for block in reply.content if block.get("type") == "tool_use"]
     action: Literal["continued", "finished"] = "continued"
     if calls:
-        ran = _tool_calls(session, job, calls, new_messages, step=step, services=services)
-        if isinstance(ran, Decided):  # the agent repeated itself and was stopped
-            session.add(step_record(job, planned, step, reply=reply, seconds=planned.seconds))
-            return ran
-        wake = ran
+        repeats = count_calls(job.tool_calls, calls, limit=services.settings.max_identical_tool_calls)
+        job.tool_calls = repeats.counts
+        if repeats.over:  # the agent repeated itself and is stopped: the step's event before the job's end
+            record_step(session, job, step_record(job, planned, step, reply=reply, seconds=planned.seconds))
+            return _repeating(session, job, calls, new_messages, repeats, step=step, services=services)
+        wake = _tool_calls(session, job, calls, new_messages, repeats, step=step, services=services)
     elif reply.stop_reason == "max_tokens" and len(_cut_off_answers(session, job)) < MAX_CONTINUATIONS:
         append_messages(session, job, [*new_messages, {"role": "user", "content": CONTINUE_AFTER_CUT_OFF}], step=step)
         wake = [(job.id, step, None)]
     else:
-        wake, action = (
-            _answer(session, job, reply, new_messages, step=step, planned=planned, services=services),
-            "finished",
-        )
+        wake, action = [], "finished"
     job.step, job.attempts, job.rate_limited_since = step, 0, None
     if action == "continued":
         release(job, seconds=services.settings.lease_seconds)
     seconds = planned.seconds + time.perf_counter() - started
-    session.add(step_record(job, planned, step, reply=reply, seconds=seconds))
+    record_step(session, job, step_record(job, planned, step, reply=reply, seconds=seconds))
+    if action == "finished":  # after the step's event: the job's ended event is its last
+        wake = _answer(session, job, reply, new_messages, step=step, planned=planned, services=services)
     outcome = Outcome(
         job.id,
         action,
@@ -87,17 +87,14 @@ def _tool_calls(
     job: Job,
     calls: list[dict[str, Any]],
     new_messages: list[dict[str, Any]],
+    repeats: Repeats,
     *,
     step: int,
     services: Services,
-) -> list[Wake] | Decided:
+) -> list[Wake]:
     """Run the reply's tool calls and store their results, waking the job; delegations start subagents instead,
-    which wake the job when they end. A call repeated too often stops the job (worker/runaway.py)."""
+    which wake the job when they end. A call made often warns the agent (worker/runaway.py)."""
     limit = services.settings.max_identical_tool_calls
-    repeats = count_calls(job.tool_calls, calls, limit=limit)
-    job.tool_calls = repeats.counts
-    if repeats.over:
-        return _repeating(session, job, calls, new_messages, repeats, step=step, services=services)
     outputs = [run_tool(session, job, call) for call in calls]
     delegations = [o for o in outputs if isinstance(o, Delegation)]
     if delegations:
@@ -153,13 +150,16 @@ def _answer(
     append_messages(session, job, new_messages, step=step)
     answer = "".join([*earlier, _text(reply.content)]).strip()
     if reply.stop_reason == "refusal":
-        end_job(job, JobStatus.FAILED, error="the model refused the task")
+        end_job(session, job, JobStatus.FAILED, error="the model refused the task")
     elif planned.wind_down is not None:
         job.final_answer = answer
+        notify(session, job, _wound_down_notice(session, job, planned, services))  # before the end it explains
         end_job(
-            job, JobStatus.INCOMPLETE, error=f"answered early: its {WOUND_DOWN[planned.wind_down][0]} was nearly spent"
+            session,
+            job,
+            JobStatus.INCOMPLETE,
+            error=f"answered early: its {WOUND_DOWN[planned.wind_down][0]} was nearly spent",
         )
-        notify(session, job, _wound_down_notice(session, job, planned, services))
     else:
         job.final_answer = answer
         finish_with_parts(session, job)

@@ -60,11 +60,11 @@ def finish_with_parts(session: Session, job: Job) -> None:
     and the person is told which parts are missing and why."""
     missing = [c for c in children_of(session, job.id) if c.status != JobStatus.SUCCEEDED]
     if not missing:
-        end_job(job, JobStatus.SUCCEEDED)
+        end_job(session, job, JobStatus.SUCCEEDED)
         return
     parts = "; ".join(f"subagent {c.id} ({why_unfinished(c)})" for c in missing)
-    end_job(job, JobStatus.INCOMPLETE, error=f"{len(missing)} of its subagents did not finish: {parts}")
     notify(session, job, stopped_notice("incomplete", job.locale, parts=parts))
+    end_job(session, job, JobStatus.INCOMPLETE, error=f"{len(missing)} of its subagents did not finish: {parts}")
 
 
 def why_unfinished(job: Job) -> str:

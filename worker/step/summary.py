@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from models.events import EventType, record
 from models.history import append_messages
 from models.tables import Job
 from worker.compaction import store_summary
 from worker.lease import release
 from worker.providers.base import Reply
-from worker.step.records import step_record
+from worker.step.records import record_step, step_record
 from worker.step.results import Decided, Outcome, Planned
 from worker.step.services import Services
 
@@ -27,7 +28,8 @@ def compaction_done(
         append_messages(session, job, planned.carried, step=step)
     job.step, job.attempts = step, 0
     release(job, seconds=services.settings.lease_seconds)
-    session.add(step_record(job, planned, step, reply=reply, seconds=planned.seconds, stop=stop))
+    record_step(session, job, step_record(job, planned, step, reply=reply, seconds=planned.seconds, stop=stop))
+    record(session, job, EventType.COMPACTION, {"step": step, "summarized": reply is not None})
     reported = reply.usage.total_input if reply else None
     outcome = Outcome(job.id, "continued", step, job.status, stage="compaction", reported_tokens=reported)
     return Decided(outcome, [(job.id, step, None)])
