@@ -22,7 +22,7 @@ def job(status: str = "running", read: int = 3, total: int = 12, **fields: Any) 
         "progress": {"steps_done": 5, "documents_total": total, "documents_read": [f"{n}.txt" for n in range(read)]},
         "usage": {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0,
                   "cache_read_share": None},
-        "limits": {"max_steps": 1000, "max_input_tokens": 50_000_000},
+        "limits": {"max_steps": 1000, "max_input_tokens": 50_000_000, "max_cost_usd": 250.0, "wind_down": True},
         "created_at": STARTED, "updated_at": STARTED, "started_at": STARTED, "finished_at": None, "children": [],
     }  # fmt: skip
     return JobView.model_validate({**view, **fields})
