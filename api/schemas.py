@@ -240,6 +240,14 @@ class JobView(BaseModel):
     warnings: list[str] = Field(default_factory=list, description="e.g. that the job's model is deprecated or retired")
     continued_from: int | None = Field(default=None, description="the job this one continues in a new chat")
     continued_by: int | None = Field(default=None, description="the job that continues this one in a new chat")
+    held: bool = Field(
+        default=False, description="its history is kept whatever the tenant's retention policy (POST .../hold)"
+    )
+    history_purged_at: datetime | None = Field(
+        default=None,
+        description="when its history (messages, steps, summaries; its subagents' too) was purged under the tenant's "
+        "retention policy: its answer, notices and usage stay, its messages and steps answer 410",
+    )
 
 
 class MessageView(Schema):

@@ -23,8 +23,10 @@ def job_view(session: Session, job: Job) -> JobView:
     children = children_of(session, job.id)
     names = [document.name for document in job.documents]
     step = last_step(session, job.id)
-    # Subagents read the job's documents on its behalf: their reads count as the job's progress.
-    calls = read_calls(session, job_ids=[job.id, *(c.id for c in children)])
+    # Subagents read the job's documents on its behalf: their reads count as the job's progress. A purged history
+    # left the names behind.
+    calls = [] if job.history_purged_at else read_calls(session, job_ids=[job.id, *(c.id for c in children)])
+    read = (job.purged_documents_read or []) if job.history_purged_at else distinct_read(calls, names)
     return JobView(
         id=job.id,
         kind=job.kind,
@@ -44,7 +46,7 @@ def job_view(session: Session, job: Job) -> JobView:
         progress=Progress(
             steps_done=job.step,
             documents_total=len(names),
-            documents_read=distinct_read(calls, names),
+            documents_read=read,
             reading=None if job.status.finished else reading(session, job, calls),
         ),
         usage=usage_of(job),
@@ -61,6 +63,8 @@ def job_view(session: Session, job: Job) -> JobView:
         warnings=model_warnings(job.model),
         continued_from=job.continued_from_id,
         continued_by=continuation.id if (continuation := continuation_of(session, job.id)) else None,
+        held=job.held,
+        history_purged_at=job.history_purged_at,
     )
 
 
