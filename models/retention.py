@@ -28,7 +28,7 @@ from models.settings import Settings
 from models.statuses import UNFINISHED
 from models.tables import Job, JobKind, Message, Step, Summary, Tenant, now
 
-CANDIDATES = 200  # due main jobs looked at per batch, oldest ended first
+CANDIDATES = 25  # due main jobs looked at per batch, oldest ended first: a batch takes at most these
 
 
 def require_history(job: Job) -> None:
@@ -154,14 +154,12 @@ def next_batch(session: Session, policies: Sequence[Policy], *, at: datetime, me
             break
     if not candidates:
         return []
-    main = func.coalesce(Job.parent_id, Job.id)
-    sizes = (
-        select(main, func.count(Message.id))
-        .join(Message, Message.job_id == Job.id)
-        .where(in_families(candidates))
-        .group_by(main)
-    )
-    counts = {job_id: count for job_id, count in session.execute(sizes)}
+    mains = select(Job.id, func.coalesce(Job.parent_id, Job.id)).where(in_families(candidates))
+    family = {job_id: main for job_id, main in session.execute(mains)}
+    counted = select(Message.job_id, func.count()).where(Message.job_id.in_(list(family))).group_by(Message.job_id)
+    counts: dict[int, int] = {}
+    for job_id, count in session.execute(counted):
+        counts[family[job_id]] = counts.get(family[job_id], 0) + count
     batch: list[int] = []
     total = 0
     for job_id in candidates:
