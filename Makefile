@@ -109,6 +109,7 @@ bench: install-dev  ## the benchmarks, each printing its tables
 	$(BIN)/python -m bench.fleet
 	$(BIN)/python -m bench.fleet_resilience
 	$(BIN)/python -m bench.chaos --broker both
+	$(BIN)/python -m bench.retention --full --write
 
 clean:
 	rm -rf $(VENV) var site .pytest_cache .mypy_cache .ruff_cache .hypothesis build plimsoll/_scan.*.so

@@ -177,6 +177,12 @@ class PlimsollClient:
     def cancel(self, job_id: int) -> JobView:
         return self._send("POST", f"/v1/jobs/{job_id}/cancel", JobView)
 
+    def hold(self, job_id: int) -> JobView:
+        return self._send("POST", f"/v1/jobs/{job_id}/hold", JobView)
+
+    def release(self, job_id: int) -> JobView:
+        return self._send("POST", f"/v1/jobs/{job_id}/release", JobView)
+
     def continue_job(self, job_id: int, next_step: ContinueIn, *, idempotency_key: str | None = None) -> JobView:
         """A new job that continues job ``job_id`` in a new chat, from a hand-over of it and ``next_step``; sent
         as ``submit_job`` is, under an idempotency key."""

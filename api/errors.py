@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 
 from api.schemas import ErrorBody, problem_text
 from models.budgets import OverBudget
-from models.errors import InvalidInput, NotFound
+from models.errors import HistoryPurged, InvalidInput, NotFound
 from models.limits import OverQuota
 from worker.tracebacks import scrubbed_traceback
 
@@ -67,6 +67,10 @@ async def over_quota(_request: Request, exc: Exception) -> JSONResponse:
 
 async def not_found(_request: Request, exc: Exception) -> JSONResponse:
     return error(status.HTTP_404_NOT_FOUND, str(exc))
+
+
+async def history_purged(_request: Request, exc: Exception) -> JSONResponse:
+    return error(status.HTTP_410_GONE, str(exc))
 
 
 async def malformed_request(request: Request, exc: Exception) -> JSONResponse:
@@ -200,6 +204,7 @@ def _where(location: Sequence[Any]) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(InvalidInput, invalid_input)
     app.add_exception_handler(NotFound, not_found)
+    app.add_exception_handler(HistoryPurged, history_purged)
     app.add_exception_handler(OverQuota, over_quota)
     app.add_exception_handler(RequestValidationError, malformed_request)
     app.add_exception_handler(HTTPException, http_error)

@@ -248,6 +248,14 @@ class JobView(BaseModel):
     last_event_id: int | None = Field(
         default=None, description="its latest event when this was read: follow its events after it (`?after=`)"
     )
+    held: bool = Field(
+        default=False, description="its history is kept whatever the tenant's retention policy (POST .../hold)"
+    )
+    history_purged_at: datetime | None = Field(
+        default=None,
+        description="when its history (messages, steps, summaries; its subagents' too) was purged under the tenant's "
+        "retention policy: its answer, notices and usage stay, its messages and steps answer 410",
+    )
 
 
 class MessageView(Schema):

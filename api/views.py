@@ -26,10 +26,12 @@ def job_view(session: Session, job: Job) -> JobView:
     names = [document.name for document in job.documents]
     step = last_step(session, job.id)
     # Subagents read the job's documents on its behalf: their reads count as the job's progress. Kept as steps
-    # commit; a job from before that reads its messages.
-    reads = merged_reads([job, *children]) or reads_from_calls(
-        read_calls(session, job_ids=[job.id, *(c.id for c in children)]), names
-    )
+    # commit; a job from before that reads its messages, unless they were purged, which left the names behind.
+    reads = merged_reads([job, *children])
+    if reads is None and job.history_purged_at:
+        reads = Reads(job.purged_documents_read or [], None, 0)
+    elif reads is None:
+        reads = reads_from_calls(read_calls(session, job_ids=[job.id, *(c.id for c in children)]), names)
     return JobView(
         id=job.id,
         kind=job.kind,
@@ -67,6 +69,8 @@ def job_view(session: Session, job: Job) -> JobView:
         continued_from=job.continued_from_id,
         continued_by=continuation.id if (continuation := continuation_of(session, job.id)) else None,
         last_event_id=latest_event_id(session, job.id),
+        held=job.held,
+        history_purged_at=job.history_purged_at,
     )
 
 

@@ -1,4 +1,4 @@
-"""Jobs: submit, watch, jobs, cancel, steps, messages."""
+"""Jobs: submit, watch, jobs, cancel, hold, release, steps, messages."""
 
 from __future__ import annotations
 
@@ -242,6 +242,30 @@ def cancel(job: JobId, api_key: ApiKey = "", as_json: Json = False, api_url: Api
         print_json(cancelled)
     else:
         plain(err, f"Job {cancelled.id} cancelled.")
+
+
+@app.command()
+def hold(job: JobId, api_key: ApiKey = "", as_json: Json = False, api_url: ApiUrl = DEFAULT_API_URL) -> None:
+    """Keep a job's history (its subagents' too) whatever the tenant's retention policy, until released."""
+    _out, err = consoles()
+    with api(api_url, api_key) as client:
+        held = client.hold(job)
+    if as_json:
+        print_json(held)
+    else:
+        plain(err, f"Job {held.id}'s history is held: no retention sweep purges it until plimsoll release {held.id}.")
+
+
+@app.command()
+def release(job: JobId, api_key: ApiKey = "", as_json: Json = False, api_url: ApiUrl = DEFAULT_API_URL) -> None:
+    """Give a held job's history back to the tenant's retention policy."""
+    _out, err = consoles()
+    with api(api_url, api_key) as client:
+        released = client.release(job)
+    if as_json:
+        print_json(released)
+    else:
+        plain(err, f"Job {released.id}'s history is under the tenant's retention policy again.")
 
 
 @app.command()

@@ -15,6 +15,8 @@ from cli.common import Json, consoles, fail, plain, print_json, require_database
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
+    from models.db import Database
+
 app = typer.Typer(help="Tenants and their API keys (works on the database directly).", no_args_is_help=True)
 
 DatabaseUrl = Annotated[
@@ -26,17 +28,24 @@ Name = Annotated[str, typer.Argument(help="The tenant's name.")]
 @contextmanager
 def session_on(database_url: str | None) -> Iterator[Session]:
     """A session committed at the end; the data functions' refusals and database errors end the command."""
+    with database_on(database_url) as database, database.session() as session:
+        yield session
+
+
+@contextmanager
+def database_on(database_url: str | None, command: str = "plimsoll tenant") -> Iterator[Database]:
+    """The database of ``database_url`` (else the settings'); the data functions' refusals and database errors
+    end the command."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from models.db import Database, get_database
     from models.errors import InvalidInput, NotFound
 
     if not database_url:
-        require_database_setting("plimsoll tenant")
+        require_database_setting(command)
     database = Database(database_url) if database_url else get_database()
     try:
-        with database.session() as session:
-            yield session
+        yield database
     except (InvalidInput, NotFound) as error:
         fail(str(error))
     except SQLAlchemyError as error:
@@ -78,8 +87,9 @@ def list_tenants(as_json: Json = False, database_url: DatabaseUrl = None) -> Non
         plain(err, "No tenants.")
         return
     listing = table(
-        "id", "name", "created (UTC)", "keys", "revoked", "running jobs cap", "steps", "input tokens", "queued", "bytes"
-    )
+        "id", "name", "created (UTC)", "keys", "revoked", "running jobs cap", "steps", "input tokens", "queued",
+        "bytes", "retention days",
+    )  # fmt: skip
     for row in rows:
         listing.add_row(
             str(row.id),
@@ -87,7 +97,7 @@ def list_tenants(as_json: Json = False, database_url: DatabaseUrl = None) -> Non
             f"{row.created_at:%Y-%m-%d %H:%M}",
             str(row.active_keys),
             str(row.revoked_keys),
-            *(_own(value) for value in (row.max_running_jobs, *(getattr(row, name) for name in LIMITS))),
+            *(_own(getattr(row, name), name) for name in ("max_running_jobs", *LIMITS)),
         )
     out.print(listing)
     plain(err, "A limit shown as default is the setting's (plimsoll tenant limits sets the tenant's own).")
@@ -97,8 +107,9 @@ def _number(value: int | Decimal) -> int | float:
     return float(value) if isinstance(value, Decimal) else value
 
 
-def _own(value: int | None) -> str:
-    return "default" if value is None else "none" if value == 0 else f"{value:,}"
+def _own(value: int | None, name: str) -> str:
+    none = "for ever" if name == "retention_days" else "none"
+    return "default" if value is None else none if value == 0 else f"{value:,}"
 
 
 @app.command("revoke")
@@ -197,6 +208,14 @@ def limits(
         float | None,
         typer.Option(help="The most USD it may spend per UTC month (0: no budget).", show_default=False),
     ] = None,
+    retention_days: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Days after a job ends before its history is purged (0: kept for ever; plimsoll retention).",
+            show_default=False,
+        ),
+    ] = None,
     reset: Annotated[
         bool, typer.Option("--reset", help="Every limit back to its setting's, before those given.")
     ] = False,
@@ -205,9 +224,9 @@ def limits(
 ) -> None:
     """Set the tenant's own limits, which win over the settings (PLIMSOLL_MAX_STEPS_PER_JOB,
     PLIMSOLL_MAX_INPUT_TOKENS_PER_JOB, PLIMSOLL_MAX_QUEUED_JOBS_PER_TENANT, PLIMSOLL_MAX_DOCUMENT_BYTES_PER_TENANT,
-    PLIMSOLL_MAX_COST_USD_PER_JOB, PLIMSOLL_DAILY_USD_PER_TENANT, PLIMSOLL_MONTHLY_USD_PER_TENANT); with none given,
-    print them. A job asking for more steps, input tokens or money is refused; a raised day's or month's budget
-    lets the tenant's waiting jobs go on."""
+    PLIMSOLL_MAX_COST_USD_PER_JOB, PLIMSOLL_DAILY_USD_PER_TENANT, PLIMSOLL_MONTHLY_USD_PER_TENANT,
+    PLIMSOLL_RETENTION_DAYS); with none given, print them. A job asking for more steps, input tokens or money is
+    refused; a raised day's or month's budget lets the tenant's waiting jobs go on."""
     from models.limits import limits_of
     from models.settings import get_settings
     from models.tenants import LIMITS, MONEY_LIMITS, set_limits, tenant_named
@@ -219,6 +238,7 @@ def limits(
         "max_queued_jobs": max_queued_jobs,
         "max_document_bytes": max_document_bytes,
         **{name: None if usd is None else Decimal(str(usd)) for name, usd in money.items()},
+        "retention_days": retention_days,
     }
     changes: dict[str, int | Decimal | None] = dict.fromkeys([*LIMITS, *MONEY_LIMITS]) if reset else {}
     changes |= {limit: value for limit, value in given.items() if value is not None}
@@ -236,6 +256,7 @@ def limits(
     grid = table("limit", "value", "set in")
     for limit, each in now_in_force.items():
         value = each["value"]
-        shown = "none" if value == 0 else f"{value:,} USD" if isinstance(value, Decimal) else f"{value:,}"
+        none = "kept for ever" if limit == "retention_days" else "none"
+        shown = none if value == 0 else f"{value:,} USD" if isinstance(value, Decimal) else f"{value:,}"
         grid.add_row(limit, shown, each["where"])
     out.print(grid)

@@ -39,14 +39,19 @@ def continue_job(
     """A queued job that continues job ``job_id`` with ``instruction`` as its next step. It runs with the old
     job's options but those given in ``options``; its budget is the old one's at most what the model takes, and
     its strategy is the one given (Plimsoll's by default, also after a job that reproduced an old failure). It
-    reads the old job's documents that still exist, and warns of those that do not; with none left it is refused
-    (Conflict)."""
+    reads the old job's documents that still exist, and warns of those that do not; with none left, or its
+    history purged (models/retention.py), it is refused (Conflict)."""
     given = options or JobOptions()
     old = job_of(session, tenant_id=tenant_id, job_id=job_id)
     if old.kind != JobKind.MAIN:
         raise Conflict(f"job {job_id} is a subagent; continue its main job {old.parent_id} instead")
     if not old.status.finished:
         raise Conflict(f"job {job_id} is still {old.status}; cancel it or wait for it to end first")
+    if old.history_purged_at is not None:
+        raise Conflict(
+            f"job {job_id}'s history was purged under its tenant's retention policy, and a hand-over is written from "
+            "it: submit a new job over its documents, with its answer (GET /v1/jobs/ID) in the instruction"
+        )
     already = continuation_of(session, job_id)
     if already is not None:
         raise Conflict(f"job {job_id} was already continued as job {already.id}")

@@ -11,3 +11,7 @@ class NotFound(LookupError):
 
 class Conflict(RuntimeError):
     """The object is in a state that forbids the change (maps to 409)."""
+
+
+class HistoryPurged(LookupError):
+    """The job's history was purged under its tenant's retention policy (maps to 410); its row and answer stay."""

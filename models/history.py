@@ -117,7 +117,15 @@ def distinct_read(calls: Iterable[tuple[str, int]], names: Iterable[str]) -> lis
 
 
 def read_calls(session: Session, *, job_ids: Iterable[int]) -> list[tuple[str, int]]:
-    """(document name, offset) of every ``read_document`` call of these jobs, in the order asked. Only assistant
+    """(document name, offset) of every ``read_document`` call of these jobs, in the order asked."""
+    return [call for _job_id, call in read_calls_by_job(session, job_ids=job_ids)]
+
+
+def read_calls_by_job(session: Session, *, job_ids: Iterable[int]) -> list[tuple[int, tuple[str, int]]]:
+    """Each ``read_document`` call of these jobs, in the order asked, with the job that made it. Only assistant
     messages are loaded: they are small, the documents' texts sit in the user messages."""
-    query = select(Message.content).where(Message.job_id.in_(list(job_ids)), Message.role == "assistant")
-    return [call for content in session.scalars(query.order_by(Message.id)) for call in read_document_calls(content)]
+    query = select(Message.job_id, Message.content).where(
+        Message.job_id.in_(list(job_ids)), Message.role == "assistant"
+    )
+    rows = session.execute(query.order_by(Message.id))
+    return [(job_id, call) for job_id, content in rows for call in read_document_calls(content)]

@@ -1,5 +1,6 @@
 """The operator's limits on what a tenant asks for: a job's ceilings of steps and input tokens (its defaults too),
-the options only the operator may allow, and the tenant's quotas of queued jobs and stored bytes.
+the options only the operator may allow, the tenant's quotas of queued jobs and stored bytes, and how long its
+ended jobs keep their histories (models/retention.py).
 
 Each limit is the setting's unless the tenant has its own (``plimsoll tenant limits``); a refusal names the limit
 and where it is set, so the person knows whom to ask."""
@@ -46,6 +47,7 @@ class TenantLimits:
     max_cost_usd_per_job: Money
     daily_usd: Money  # 0: none
     monthly_usd: Money  # 0: none
+    retention_days: Limit  # 0: histories kept for ever
 
 
 def tenant_limits(session: Session, tenant_id: int, settings: Settings) -> TenantLimits:
@@ -73,6 +75,7 @@ def limits_of(tenant: Tenant | None, settings: Settings) -> TenantLimits:
         money(own.max_cost_usd_per_job, "max_cost_usd_per_job", "max-cost-usd"),
         money(own.daily_usd, "daily_usd_per_tenant", "daily-usd"),
         money(own.monthly_usd, "monthly_usd_per_tenant", "monthly-usd"),
+        limit(own.retention_days, "retention_days", "retention-days"),
     )
 
 

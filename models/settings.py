@@ -149,6 +149,15 @@ class Settings(BaseSettings):
     # Fair shares (worker/tenant_cap.py): a tenant's main jobs beyond this many wait queued until one of its
     # running jobs ends (0: no cap). A tenant's own cap (plimsoll tenant cap) wins.
     max_running_jobs_per_tenant: int = Field(default=10, ge=0)
+    # Retention (models/retention.py): a job's history (its messages, steps and summaries, its subagents' too) is
+    # purged this many days after the job ended; its row, answer, notices and usage stay. 0: kept for ever, the
+    # default, since a purge cannot be undone (a tenant's own, plimsoll tenant limits --retention-days, wins).
+    retention_days: int = Field(default=0, ge=0, le=36_500)
+    # Celery beat sends a sweep this often; each purges whole jobs in transactions of about this many messages,
+    # pausing between them, and stops after a sweep interval at most (the next one goes on).
+    retention_sweep_every_seconds: float = Field(default=300.0, gt=0.0)
+    retention_batch_messages: int = Field(default=2_000, ge=1)
+    retention_pause_seconds: float = Field(default=0.05, ge=0.0)
     default_locale: str = "en"
 
     def shared_redis_url(self) -> str | None:

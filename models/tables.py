@@ -88,6 +88,8 @@ class Tenant(Base):
     max_cost_usd_per_job: Mapped[Decimal | None] = mapped_column(Usd, default=None)  # PLIMSOLL_MAX_COST_USD_PER_JOB
     daily_usd: Mapped[Decimal | None] = mapped_column(Usd, default=None)  # PLIMSOLL_DAILY_USD_PER_TENANT (0: none)
     monthly_usd: Mapped[Decimal | None] = mapped_column(Usd, default=None)  # PLIMSOLL_MONTHLY_USD_PER_TENANT
+    # How many days after a job ends its history is purged (models/retention.py; 0: kept for ever).
+    retention_days: Mapped[int | None] = mapped_column(default=None)  # PLIMSOLL_RETENTION_DAYS
 
 
 class ApiKey(Base):
@@ -197,6 +199,11 @@ class Job(Base):
     updated_at: Mapped[datetime] = mapped_column(default=now, onupdate=now)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    # Retention (models/retention.py): a held job keeps its history whatever the tenant's policy; a purged one
+    # keeps its row, answer, notices and usage, and the names of the documents its history showed it read.
+    held: Mapped[bool] = mapped_column(default=False, server_default=false())
+    history_purged_at: Mapped[datetime | None] = mapped_column(default=None)
+    purged_documents_read: Mapped[list[Any] | None] = mapped_column(default=None)
 
     documents: Mapped[list[JobDocument]] = relationship(
         order_by="JobDocument.position", cascade="all, delete-orphan", lazy="selectin"

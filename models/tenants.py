@@ -16,6 +16,7 @@ from models.integers import MAX_ID, MAX_INPUT_TOKENS, MAX_INT, MAX_STEPS, MIN_IN
 from models.tables import ApiKey, Tenant, now
 
 KEY_PREFIX = "pls_"
+MAX_RETENTION_DAYS = 36_500  # a hundred years: a date the database can still add to now
 # The operator's limits a tenant may have of its own (each None: the setting's; models/limits.py): the least and the
 # most each may be.
 LIMITS = {
@@ -23,6 +24,7 @@ LIMITS = {
     "max_input_tokens_per_job": (MIN_INPUT_TOKENS, MAX_INPUT_TOKENS),
     "max_queued_jobs": (0, MAX_INT),  # 0: none
     "max_document_bytes": (0, MAX_ID),  # 0: none
+    "retention_days": (0, MAX_RETENTION_DAYS),  # 0: kept for ever
 }
 # Its money limits, in USD: a job's ceiling (and default), and its budgets per UTC day and month (0: none).
 MONEY_LIMITS = {
@@ -74,6 +76,7 @@ class TenantRow:
     max_input_tokens_per_job: int | None
     max_queued_jobs: int | None
     max_document_bytes: int | None
+    retention_days: int | None
 
 
 def tenants(session: Session) -> list[TenantRow]:

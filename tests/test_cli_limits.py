@@ -94,7 +94,8 @@ def test_tenant_limits_are_set_shown_listed_enforced_and_reset(
     assert shown["max_steps"] == {"value": 30, "where": "the operator's limit for this tenant: plimsoll tenant "
                                   "limits --max-steps"}  # fmt: skip
     assert (shown["max_queued_jobs"]["value"], shown["max_document_bytes"]["value"]) == (0, 5_000_000)
-    assert any(line.split()[1:2] == [name] and line.split()[-5:] == ["default", "30", "1,000,000", "none", "5,000,000"]
+    assert any(line.split()[1:2] == [name] and line.split()[-6:] == ["default", "30", "1,000,000", "none", "5,000,000",
+                                                                     "default"]
                for line in listing)  # fmt: skip
     assert (check["max_steps"], check["max_input_tokens"]) == (30, 1_000_000)
     assert over.status_code == 422 and "plimsoll tenant limits --max-input-tokens" in over.json()["detail"]

@@ -451,8 +451,8 @@ def test_tenant_list_revoke_and_rotate_key(served: Served, database_url: str) ->
     [row] = [row for row in listed if row["name"] == name]
     assert (row["active_keys"], row["revoked_keys"]) == (1, 2)
     listing = table.stdout.splitlines()
-    own_limits = ["default"] * 5  # its cap on running jobs, steps, input tokens, queued jobs, bytes: the settings'
-    assert any(line.split()[1:2] == [name] and line.split()[-7:] == ["1", "2", *own_limits] for line in listing)
+    own_limits = ["default"] * 6  # its cap on running jobs, steps, input tokens, queued jobs, bytes, retention
+    assert any(line.split()[1:2] == [name] and line.split()[-8:] == ["1", "2", *own_limits] for line in listing)
 
     revoked = operator("tenant", "revoke", name, "--database-url", database_url)
 

@@ -139,6 +139,7 @@ INCLUDED = {
     "storage.md": ["storage"],
     "fleet.md": ["fleet", "fleet_resilience"],
     "worker.md": ["worker_overhead"],
+    "retention.md": ["retention"],
 }
 
 

@@ -3,6 +3,7 @@ expired), and exactly one beat across machines does so, by a lock in Redis."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -22,6 +23,7 @@ from models.tables import Job, now
 from testbed.stack import REDIS_URL
 from tests.support import wait_until
 from tests.support_worker import new_job
+from worker.names import RETENTION_TASK
 from worker.scheduler import LOCK_INTERVALS, SchedulerLock
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -86,3 +88,27 @@ def test_beat_reconciles_on_time_behind_a_backlog_of_steps(
         job = session.get_one(Job, job_id)
         assert job.lease_until is not None and job.lease_until > now()  # taken back, a new deadline set
     assert waited < 2 * interval + 10  # one interval after beat started, not after a thousand steps
+
+
+@pytest.mark.worker
+def test_beat_sends_a_retention_sweep_at_its_interval(database_url: str, client: redis.Redis, tmp_path: Path) -> None:
+    queue = f"plimsoll-sweeps-{uuid.uuid4().hex[:8]}"
+    environment = {**os.environ, "PLIMSOLL_DATABASE_URL": database_url, "PLIMSOLL_BROKER_URL": REDIS_URL,
+                   "PLIMSOLL_STEP_QUEUE": queue, "PYTHONPATH": str(REPOSITORY),
+                   "PLIMSOLL_RETENTION_SWEEP_EVERY_SECONDS": "1"}  # fmt: skip
+    command = [sys.executable, "-m", "celery", "-A", "worker.celery_app:app", "beat", "-s", str(tmp_path / "schedule"),
+               "--loglevel=info"]  # fmt: skip
+    beat = subprocess.Popen(command, cwd=REPOSITORY, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+
+        def two_sent() -> list[str] | None:
+            assert beat.poll() is None, beat.stdout.read() if beat.stdout else ""
+            tasks = [json.loads(m)["headers"]["task"] for m in client.lrange(queue, 0, -1)]
+            return tasks if len(tasks) >= 2 else None
+
+        tasks = wait_until(two_sent, 30, "two sweeps sent", every=0.2)
+    finally:
+        beat.terminate()
+        beat.communicate(timeout=20)
+        client.delete(queue)
+    assert set(tasks) == {RETENTION_TASK}  # sent to the workers' queue; the reconciler runs in beat itself

@@ -11,7 +11,7 @@ from celery.signals import celeryd_after_setup
 
 from models.settings import Settings, get_settings
 from worker.fairness import PRIORITY_STEPS
-from worker.names import RECONCILE_TASK, STEP_QUEUE
+from worker.names import RECONCILE_TASK, RETENTION_TASK, STEP_QUEUE
 
 RECOVERY_SUFFIX = ".recovery"
 
@@ -52,7 +52,11 @@ def make_celery(settings: Settings) -> Celery:
         # Beat runs the reconciler itself, on one machine at a time (worker/scheduler.py): no step backlog can
         # hold it up and no round expires unrun.
         beat_scheduler="worker.scheduler:ReconcilingScheduler",
-        beat_schedule={"plimsoll-reconcile": {"task": RECONCILE_TASK, "schedule": settings.reconcile_every_seconds}},
+        # and sends a retention sweep, which a worker runs like a step: it may wait behind them.
+        beat_schedule={
+            "plimsoll-reconcile": {"task": RECONCILE_TASK, "schedule": settings.reconcile_every_seconds},
+            "plimsoll-retention": {"task": RETENTION_TASK, "schedule": settings.retention_sweep_every_seconds},
+        },
         worker_hijack_root_logger=False,
     )
     return app

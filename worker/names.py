@@ -6,6 +6,7 @@ from __future__ import annotations
 STEP_QUEUE = "plimsoll-steps"  # the step queue, unless PLIMSOLL_STEP_QUEUE names another
 STEP_TASK = "plimsoll.run_step"  # one job step (worker/tasks.py)
 RECONCILE_TASK = "plimsoll.reconcile"  # the reconciler's round, run by Celery beat in place (worker/scheduler.py)
+RETENTION_TASK = "plimsoll.retention_sweep"  # a retention sweep, sent by Celery beat (models/retention.py)
 
 # Keys in the shared Redis
 RATE_LIMIT_KEYS = "plimsoll:ratelimit:"  # admission's limit groups: {provider/model-class@host}:limits, :line, ...

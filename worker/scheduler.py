@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 from redis.lock import Lock
 
 from models.settings import get_settings
-from worker.names import RECONCILE_TASK, SCHEDULER_LOCK
+from worker.names import RECONCILE_TASK, RETENTION_TASK, SCHEDULER_LOCK
 from worker.services import shared_redis
 from worker.tracebacks import scrubbed_traceback
 
@@ -80,10 +80,13 @@ class ReconcilingScheduler(PersistentScheduler):  # type: ignore[misc]  # Celery
         super().close()
 
     def apply_entry(self, entry: ScheduleEntry, producer: Any = None) -> None:
-        if entry.task != RECONCILE_TASK:
+        if entry.task not in (RECONCILE_TASK, RETENTION_TASK):
             super().apply_entry(entry, producer=producer)
             return
         if not self.scheduler_lock.held():
+            return
+        if entry.task == RETENTION_TASK:  # one sweep per interval for the whole service, run by a worker
+            super().apply_entry(entry, producer=producer)
             return
         from worker.tasks import reconcile_now  # the tasks module imports the app: import it once beat runs
 

@@ -15,6 +15,7 @@ from celery.utils.saferepr import saferepr
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from models.retention import sweep
 from models.settings import get_settings
 from models.tables import Job, JobStatus, Tenant
 from worker.celery_app import app, recovery_queue
@@ -22,7 +23,7 @@ from worker.errors import JobFailed
 from worker.fairness import step_priority
 from worker.lease import reconcile
 from worker.metrics import REQUEUED, STEPS
-from worker.names import RECONCILE_TASK, STEP_TASK
+from worker.names import RECONCILE_TASK, RETENTION_TASK, STEP_TASK
 from worker.outages import (
     DatabaseUnavailable,
     first_report_of_outage,
@@ -198,3 +199,14 @@ def reconcile_now() -> int:
         logger.warning("reconciler: the database is unavailable; trying again at the next beat")
         return 0
     return len(queued)
+
+
+@app.task(name=RETENTION_TASK, ignore_result=True, send_events=False)  # type: ignore[untyped-decorator]
+def retention_task() -> int:
+    """One retention sweep (models/retention.py), sent by Celery beat every PLIMSOLL_RETENTION_SWEEP_EVERY_SECONDS
+    and lasting at most that long; the next one goes on where it stopped. How many jobs' histories it purged."""
+    services = _services()
+    done = sweep(services.database, services.settings)
+    if done.purged.jobs:
+        logger.info("retention: %d jobs' histories purged (%d messages)", done.purged.jobs, done.purged.messages)
+    return done.purged.jobs

@@ -24,7 +24,8 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
     responses={
         409: {
             "model": ErrorBody,
-            "description": "the job has not ended, is a subagent, was continued, or none of its documents is left",
+            "description": "the job has not ended, is a subagent, was continued, its history was purged, or none of "
+            "its documents is left",
         }
     },
 )

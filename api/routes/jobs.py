@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, status
 from sqlalchemy import select
@@ -29,10 +29,11 @@ from api.schemas import (
 )
 from api.views import job_summary, job_view, model_warnings
 from models.endpoints import host_of
-from models.errors import InvalidInput
+from models.errors import Conflict, InvalidInput
 from models.history import summaries_of
 from models.jobs import create_job, end_job, job_of
 from models.pages import expanded
+from models.retention import require_history, set_hold
 from models.settings import get_settings
 from models.tables import Job, JobKind, JobStatus, now
 from worker.tracebacks import scrubbed_traceback
@@ -126,12 +127,18 @@ def get_job(job_id: Id, tenant: TenantDep, session: SessionDep) -> JobView:
     return job_view(session, job_of(session, tenant_id=tenant.id, job_id=job_id))
 
 
-@router.get("/{job_id}/messages")
+GONE: dict[int | str, dict[str, Any]] = {
+    410: {"model": ErrorBody, "description": "the job's history was purged under the tenant's retention policy"}
+}
+
+
+@router.get("/{job_id}/messages", responses=GONE)
 def list_messages(job_id: Id, tenant: TenantDep, session: SessionDep, window: WindowDep) -> Page[MessageView]:
     """The job's whole stored conversation in order, including everything a request left out or cleared. A page
     holds at most `limit` messages and PLIMSOLL_MAX_PAGE_BYTES of their content (at least one message):
     `next_offset` says where the next page starts."""
     job = job_of(session, tenant_id=tenant.id, job_id=job_id)
+    require_history(job)
     rows, total = messages_page(
         session, job_id=job.id, offset=window.offset, limit=window.limit, max_bytes=get_settings().max_page_bytes
     )
@@ -142,10 +149,11 @@ def list_messages(job_id: Id, tenant: TenantDep, session: SessionDep, window: Wi
     return page(views, total, window)
 
 
-@router.get("/{job_id}/steps")
+@router.get("/{job_id}/steps", responses=GONE)
 def list_steps(job_id: Id, tenant: TenantDep, session: SessionDep, window: WindowDep) -> Page[StepView]:
     """What each step sent: the fitting stage, tokens estimated and reported, results cleared, messages dropped."""
     job = job_of(session, tenant_id=tenant.id, job_id=job_id)
+    require_history(job)
     rows, total = page_of(session, steps_query(job_id=job.id), offset=window.offset, limit=window.limit)
     summaries = {s.step: SummaryView.model_validate(s) for s in summaries_of(session, job.id)}
     return page(
@@ -178,5 +186,36 @@ def cancel_job(job_id: Id, tenant: TenantDep, session: SessionDep) -> JobView:
     for each in [*session.scalars(children), job]:  # the main job's ended event last: it ends its stream
         if not each.status.finished:
             end_job(session, each, JobStatus.CANCELLED, at=cancelled_at)
+    session.commit()
+    return job_view(session, job)
+
+
+@router.post(
+    "/{job_id}/hold",
+    dependencies=IDEMPOTENT,
+    responses={**GONE, 409: {"model": ErrorBody, "description": "the job is a subagent: hold its main job"}},
+)
+def hold_job(job_id: Id, tenant: TenantDep, session: SessionDep) -> JobView:
+    """Keep the job's history (its subagents' with it) whatever the tenant's retention policy, until released."""
+    return _set_hold(session, tenant.id, job_id, held=True)
+
+
+@router.post(
+    "/{job_id}/release",
+    dependencies=IDEMPOTENT,
+    responses={409: {"model": ErrorBody, "description": "the job is a subagent: release its main job"}},
+)
+def release_job(job_id: Id, tenant: TenantDep, session: SessionDep) -> JobView:
+    """Give the job's history back to the tenant's retention policy: purged at the next sweep once it is due."""
+    return _set_hold(session, tenant.id, job_id, held=False)
+
+
+def _set_hold(session: Session, tenant_id: int, job_id: int, *, held: bool) -> JobView:
+    # Locked, so that a sweep purging the job at this moment either finishes first (410) or sees the hold.
+    job = locked_job_of(session, tenant_id=tenant_id, job_id=job_id)
+    try:
+        set_hold(job, held=held)
+    except Conflict as conflict:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(conflict)) from None
     session.commit()
     return job_view(session, job)
