@@ -17,11 +17,12 @@ from sqlalchemy.orm import Session
 
 from models.settings import get_settings
 from models.tables import Job, JobStatus, Tenant
+from worker.broker_view import Step, queued_steps
 from worker.celery_app import app, recovery_queue
 from worker.errors import JobFailed
 from worker.fairness import step_priority
-from worker.lease import reconcile
-from worker.metrics import REQUEUED, STEPS
+from worker.lease import QueuedSteps, reconcile
+from worker.metrics import REQUEUED, STEP_PHASES, STEPS
 from worker.names import RECONCILE_TASK, STEP_TASK
 from worker.outages import (
     DatabaseUnavailable,
@@ -34,6 +35,7 @@ from worker.routing import JITTER, backoff_delay
 from worker.sentry import init_sentry
 from worker.services import make_services, shared_redis
 from worker.step import Services, fail_after_internal_error, run_step
+from worker.tenant_cap import start_parked
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +131,8 @@ def run_step_task(
     ``outage_since``: when this delivery first met the database outage it is retrying through (wall clock)."""
     began = time.monotonic()
     try:
-        outcome = run_step(job_id, _services(), step=step)
+        with STEP_PHASES.labels("task").time():
+            outcome = run_step(job_id, _services(), step=step)
     except DatabaseUnavailable as outage:
         tries = self.request.retries + 1
         since = outage_since if outage_since is not None else time.time()
@@ -173,6 +176,20 @@ def reconcile_task() -> int:
     return reconcile_now()
 
 
+def _broker_view() -> QueuedSteps | None:
+    """What the broker holds of this service's step queue and its recovery queue (Redis only)."""
+    url = str(app.conf.broker_url)
+    if not url.startswith(("redis://", "rediss://")):
+        return None
+    queue = app.conf.task_default_queue
+
+    def view() -> set[Step] | None:
+        with redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0) as client:
+            return queued_steps(client, [queue, recovery_queue(queue)])
+
+    return view
+
+
 def reconcile_now() -> int:
     """One reconciler round: every unfinished job past its deadline queued again; how many."""
     services = _services()
@@ -188,10 +205,12 @@ def reconcile_now() -> int:
             lease_seconds=services.settings.lease_seconds,
             enqueue=enqueue_with_celery,
             recover=recover,
+            queued=_broker_view(),
         )
         outage_over(_shared_redis())
         REQUEUED.labels("held").inc(len(recovered))
         REQUEUED.labels("unheld").inc(len(queued) - len(recovered))
+        queued += start_parked(services.database, services.settings, enqueue_with_celery)
     except Exception as error:
         if not is_outage(error):
             raise
