@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import redis
@@ -41,20 +41,19 @@ def queued_steps(client: redis.Redis, queues: Iterable[str]) -> set[Step] | None
     except (RedisError, ValueError, TypeError) as error:
         logger.warning("reconciler: the broker's queue could not be read (%s)", type(error).__name__)
         return None
-    return set(_steps(messages))
+    return {step for step in map(step_of, messages) if step is not None}
 
 
-def _steps(messages: Iterable[bytes | str | dict[str, Any]]) -> Iterator[Step]:
-    for raw in messages:
-        try:
-            message = raw if isinstance(raw, dict) else json.loads(raw)
-            if message.get("headers", {}).get("task") != STEP_TASK:
-                continue
-            body = message["body"]
-            if message.get("properties", {}).get("body_encoding") == "base64":
-                body = base64.b64decode(body)
-            args = json.loads(body)[0]
-            job_id, step = [*args, None][:2]
-            yield int(job_id), (int(step) if step is not None else None)
-        except (ValueError, KeyError, TypeError, IndexError):
-            continue  # not a step message this version wrote
+def step_of(raw: bytes | str | dict[str, Any]) -> Step | None:
+    """The job and step a message of the broker runs; None if it is not a step message this version wrote."""
+    try:
+        message = raw if isinstance(raw, dict) else json.loads(raw)
+        if message.get("headers", {}).get("task") != STEP_TASK:
+            return None
+        body = message["body"]
+        if message.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        job_id, step = [*json.loads(body)[0], None][:2]
+        return int(job_id), (int(step) if step is not None else None)
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None

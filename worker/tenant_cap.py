@@ -63,23 +63,27 @@ def _running(session: Session, tenant_id: int) -> int:
     return int(session.scalar(query) or 0)
 
 
-def _holding_places(session: Session, tenant_id: int, *, besides: int | None = None) -> int:
-    """The tenant's main jobs running, or queued and not parked (their first step is on its way)."""
-    holding = or_(Job.status == JobStatus.RUNNING, and_(Job.status == JobStatus.QUEUED, Job.lease_until.is_not(None)))
+def _holding_places(session: Session, tenant_id: int, *, before: int | None = None) -> int:
+    """The tenant's main jobs running, or queued and not parked (their first step is on its way); of the queued,
+    only those created ``before`` the given job, if one is given (the newer ones wait for their own decision)."""
+    queued = and_(Job.status == JobStatus.QUEUED, Job.lease_until.is_not(None))
+    if before is not None:
+        queued = and_(queued, Job.id < before)
+    holding = or_(Job.status == JobStatus.RUNNING, queued)
     query = select(func.count()).where(Job.tenant_id == tenant_id, Job.parent_id.is_(None), holding)
-    if besides is not None:
-        query = query.where(Job.id != besides)
     return int(session.scalar(query) or 0)
 
 
 def take_place(session: Session, job_id: int, settings: Settings) -> bool:
     """Whether the new job ``job_id`` may have its first step queued now; if not, it is parked. Locks the tenant's
-    row until the transaction ends, so that two jobs cannot both take the last place."""
+    row until the transaction ends, so that two jobs cannot both take the last place; jobs created at the same
+    moment and decided out of order may start one beyond the cap, which the check at the claim (``over_cap``)
+    parks again."""
     job = session.get(Job, job_id)
     if job is None or job.parent_id is not None or job.status != JobStatus.QUEUED or job.lease_owner is not None:
         return True  # not a main job waiting to start: nothing to decide here
     cap = _locked_cap(session, job.tenant_id, settings)
-    if cap <= 0 or _holding_places(session, job.tenant_id, besides=job.id) < cap:
+    if cap <= 0 or _holding_places(session, job.tenant_id, before=job.id) < cap:
         return True
     park(job)
     return False
