@@ -139,7 +139,7 @@ def test_a_step_waiting_in_a_queues_lists_is_seen_and_one_deleted_is_not() -> No
         client.close()
 
 
-def steps_unacked(client: redis.Redis, job_id: int) -> list[bytes]:
+def steps_unacked(client: redis.Redis, job_id: int) -> list[bytes | str]:
     """The unacknowledged-message tags of ``job_id``'s steps in the broker."""
     unacked = client.hgetall(UNACKED).items()
     return [tag for tag, envelope in unacked if (step_of(json.loads(envelope)[0]) or (0, 0))[0] == job_id]
