@@ -13,14 +13,13 @@ from celery.exceptions import Ignore
 from celery.signals import worker_init, worker_process_init
 from celery.utils.saferepr import saferepr
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from models.settings import get_settings
 from models.tables import Job, JobStatus, Tenant
 from worker.broker_view import Step, queued_steps
 from worker.celery_app import app, recovery_queue
 from worker.errors import JobFailed
-from worker.fairness import step_priority
+from worker.fairness import priority_of, tenant_load
 from worker.lease import QueuedSteps, reconcile
 from worker.metrics import REQUEUED, STEP_PHASES, STEPS
 from worker.names import RECONCILE_TASK, STEP_TASK
@@ -51,29 +50,24 @@ def enqueue_with_celery(job_id: int, step: int | None = None, delay: float | Non
 
 def _routing(job_id: int, *, priorities: bool) -> tuple[int | None, str]:
     """The step's broker priority by its tenant's load (worker/fairness.py; None, the default, without Redis
-    priorities), and whose job it is (for Flower); (None, "") when the database cannot say."""
+    priorities), and whose job it is (for Flower), read in one query; (None, "") when the database cannot say."""
     try:
         with _services().database.session() as session:
-            return (step_priority(session, job_id) if priorities else None), _whose(session, job_id)
+            found = session.execute(
+                select(Job.parent_id, Tenant.name, Job.emulator, tenant_load(Job.tenant_id))
+                .join(Tenant, Tenant.id == Job.tenant_id)
+                .where(Job.id == job_id)
+            ).one_or_none()
     except Exception as error:
         logger.warning("job %s: its step goes with the default priority (%s)", job_id, type(error).__name__)
         return None, ""
-
-
-def _whose(session: Session, job_id: int) -> str:
-    """``tenant acme``, or for a subagent ``subagent of job 12, tenant acme``, then ``, on the emulator`` where the
-    bundled emulator answers the job (models/endpoints.py): a tenant's name is the operator's word (``plimsoll
-    tenant create NAME``), not a person's text."""
-    found = session.execute(
-        select(Job.parent_id, Tenant.name, Job.emulator)
-        .join(Tenant, Tenant.id == Job.tenant_id)
-        .where(Job.id == job_id)
-    ).one_or_none()
     if found is None:
-        return ""
-    parent, tenant, emulator = found
+        return (priority_of(0) if priorities else None), ""
+    parent, tenant, emulator, load = found
+    # A tenant's name is the operator's word (``plimsoll tenant create NAME``), not a person's text; ", on the
+    # emulator" where the bundled emulator answers the job (models/endpoints.py).
     whose = f"subagent of job {parent}, tenant {tenant}" if parent else f"tenant {tenant}"
-    return whose + (", on the emulator" if emulator else "")
+    return (priority_of(load) if priorities else None), whose + (", on the emulator" if emulator else "")
 
 
 def recover_with_celery(job_id: int, step: int) -> None:
