@@ -106,6 +106,7 @@ bench: install-dev  ## the benchmarks, each printing its tables
 	$(BIN)/python -m bench.compaction
 	$(BIN)/python -m bench.fleet
 	$(BIN)/python -m bench.fleet_resilience
+	$(BIN)/python -m bench.fleet_throughput
 	$(BIN)/python -m bench.chaos --broker both
 
 clean:

@@ -75,7 +75,7 @@ class Workload:
 
 
 FULL = Workload()
-SCALED = Workload(jobs=12, documents=3, backlog_jobs=30, backlog_lease_seconds=3.0, timeout_seconds=300.0)
+SCALED = Workload(jobs=8, documents=2, backlog_jobs=24, backlog_lease_seconds=3.0, timeout_seconds=300.0)
 
 
 @dataclass(frozen=True)

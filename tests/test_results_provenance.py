@@ -137,6 +137,7 @@ INCLUDED = {
     "cost.md": ["cost_frontier"],
     "compaction.md": ["compaction"],
     "fleet.md": ["fleet", "fleet_resilience"],
+    "throughput.md": ["fleet_throughput"],
 }
 
 
