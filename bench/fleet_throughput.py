@@ -6,8 +6,8 @@ settings):
   takes steps, before and after the fleet (the machine is shared: the two are averaged);
 - **the fleet**: one tenant's burst of jobs against the bundled emulator answering at once, under the default cap
   on a tenant's running jobs, with Celery beat running the reconciler;
-- **a backlog**: many jobs on one worker process with a lease shorter than the queue's wait, so that the
-  reconciler finds queued steps past their deadline.
+- **a backlog**: many jobs on one worker process with a lease shorter than the queue's wait (each reply a few
+  hundredths of a second late, so on any machine), so that the reconciler finds queued steps past their deadline.
 
 Each worker process records where its steps' time goes (``plimsoll_step_phase_seconds``: claim, plan, admission,
 send, store, enqueue, and the whole task), what its deliveries did (``plimsoll_steps_total``) and, in beat, what
@@ -71,11 +71,15 @@ class Workload:
     processes: int = 2  # per worker
     backlog_jobs: int = 150  # on one worker process, no cap
     backlog_lease_seconds: float = 5.0
+    # Each reply of the backlog's run takes this long, so that its queue outlasts the lease on any machine.
+    backlog_latency_seconds: float = 0.05
     timeout_seconds: float = 900.0
 
 
 FULL = Workload()
-SCALED = Workload(jobs=8, documents=2, backlog_jobs=24, backlog_lease_seconds=3.0, timeout_seconds=300.0)
+SCALED = Workload(
+    jobs=8, documents=2, backlog_jobs=24, backlog_lease_seconds=3.0, backlog_latency_seconds=0.2, timeout_seconds=300.0
+)
 
 
 @dataclass(frozen=True)
@@ -193,6 +197,7 @@ def fleet_run(
     name: str, workload: Workload, emulator: EmulatorServer, database: Database, url: str, *, backlog: bool = False
 ) -> FleetRun:
     emulator.reset()
+    emulator.configure(latency_seconds=workload.backlog_latency_seconds if backlog else 0.0)
     queue = f"plimsoll-throughput-{uuid.uuid4().hex[:8]}"
     jobs = workload.backlog_jobs if backlog else workload.jobs
     lease = workload.backlog_lease_seconds if backlog else Settings().lease_seconds
