@@ -32,7 +32,7 @@ import redis
 from celery import Celery
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from bench.chaos_services import Processes
 from bench.cluster import sender, start_beat, start_worker
@@ -51,6 +51,7 @@ from models.tables import Job, JobKind, JobStatus
 from models.tenants import create_tenant, set_running_cap
 from testbed.stack import REDIS_URL, bundled_emulator, fresh_database, worker_environment
 from worker.fairness import priority_lists, step_priority
+from worker.lease import deadline
 from worker.names import STEP_TASK
 from worker.tenant_cap import take_place
 
@@ -224,6 +225,8 @@ def fleet_run(
         wait_all(database, [warm_up], time.monotonic() + 300)
         counted = read_metrics([*folders, metrics / "beat"])  # the warm-up's, taken off below
         ids = submit(database, workload, jobs, cap=0 if backlog else None)
+        with database.session() as session:  # made in one transaction: each gets its deadline as if just made
+            session.execute(update(Job).where(Job.id.in_(ids)).values(lease_until=deadline(lease)))
         sent = datetime.now(UTC)
         started = time.monotonic()
         for job_id in ids:
