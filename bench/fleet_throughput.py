@@ -225,12 +225,12 @@ def fleet_run(
         wait_all(database, [warm_up], time.monotonic() + 300)
         counted = read_metrics([*folders, metrics / "beat"])  # the warm-up's, taken off below
         ids = submit(database, workload, jobs, cap=0 if backlog else None)
-        with database.session() as session:  # made in one transaction: each gets its deadline as if just made
-            session.execute(update(Job).where(Job.id.in_(ids)).values(lease_until=deadline(lease)))
         sent = datetime.now(UTC)
         started = time.monotonic()
         for job_id in ids:
             with database.session() as session:  # as the API queues a first step (api/routes/jobs.py)
+                # Made in one transaction with the others: its deadline as if it had just been made.
+                session.execute(update(Job).where(Job.id == job_id).values(lease_until=deadline(lease)))
                 placed = take_place(session, job_id, Settings())
             if placed:
                 send(app, database, queue, job_id)

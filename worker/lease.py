@@ -85,9 +85,15 @@ def reconcile(
     tried again at the next deadline. Jobs parked behind their tenant's cap have no deadline (worker/tenant_cap.py).
     """
     in_broker = queued() if queued is not None and _any_unheld_expired(database) else None
-    held = _take_expired(database, lease_seconds=lease_seconds, held=True)
-    waiting = _still_queued(database, in_broker, lease_seconds=lease_seconds) if in_broker else 0
-    unheld = _take_expired(database, lease_seconds=lease_seconds, held=False)
+    moment = now()
+    held = _take_expired(database, moment, lease_seconds=lease_seconds, held=True)
+    waiting = 0
+    if in_broker:
+        waiting = _still_queued(database, moment, _in(in_broker), lease_seconds=lease_seconds)
+    # Whatever the broker held, even if its deadline passed after the moment above, is not queued again.
+    unheld = _take_expired(
+        database, moment, lease_seconds=lease_seconds, held=False, besides=_in(in_broker) if in_broker else None
+    )
     for rows, send in ((held, recover or enqueue), (unheld, enqueue)):
         for job_id, step in rows:
             try:
@@ -125,16 +131,19 @@ def _any_unheld_expired(database: Database) -> bool:
         return session.scalar(select(Job.id).where(_expired(now()), Job.lease_owner.is_(None)).limit(1)) is not None
 
 
-def _still_queued(database: Database, in_broker: set[tuple[int, int | None]], *, lease_seconds: float) -> int:
+def _in(steps: set[tuple[int, int | None]]) -> ColumnElement[bool]:
+    """Jobs whose current step is among ``steps`` (a step None: any step of its job)."""
+    pairs = [(job_id, step) for job_id, step in steps if step is not None]
+    any_step = [job_id for job_id, step in steps if step is None]
+    return or_(tuple_(Job.id, Job.step).in_(pairs), Job.id.in_(any_step))
+
+
+def _still_queued(database: Database, moment: datetime, in_broker: ColumnElement[bool], *, lease_seconds: float) -> int:
     """Move on by one lease the deadline of every unheld job past it whose step the broker still holds; how many."""
-    moment = now()
-    pairs = [(job_id, step) for job_id, step in in_broker if step is not None]
-    any_step = [job_id for job_id, step in in_broker if step is None]
-    held_in_broker = or_(tuple_(Job.id, Job.step).in_(pairs), Job.id.in_(any_step))
     with database.session() as session:
         rows = session.execute(
             update(Job)
-            .where(_expired(moment), Job.lease_owner.is_(None), held_in_broker)
+            .where(_expired(moment), Job.lease_owner.is_(None), in_broker)
             .values(lease_until=moment + timedelta(seconds=lease_seconds))
             .returning(Job.id)
             .execution_options(synchronize_session=False)
@@ -142,9 +151,17 @@ def _still_queued(database: Database, in_broker: set[tuple[int, int | None]], *,
     return len(rows)
 
 
-def _take_expired(database: Database, *, lease_seconds: float, held: bool) -> list[tuple[int, int]]:
-    moment = now()
-    owner = Job.lease_owner.is_not(None) if held else Job.lease_owner.is_(None)
+def _take_expired(
+    database: Database,
+    moment: datetime,
+    *,
+    lease_seconds: float,
+    held: bool,
+    besides: ColumnElement[bool] | None = None,
+) -> list[tuple[int, int]]:
+    owner: ColumnElement[bool] = Job.lease_owner.is_not(None) if held else Job.lease_owner.is_(None)
+    if besides is not None:
+        owner = and_(owner, not_(besides))
     # A step nobody claimed may be lost, or only waiting behind a backlog longer than a lease: each time it is
     # queued again unclaimed, its next deadline doubles (up to 2**MAX_BACKOFF leases), so a backlog is not
     # multiplied by duplicates while a lost message is still queued again after one lease. (Where the broker can
