@@ -33,8 +33,13 @@ def queued_steps(client: redis.Redis, queues: Iterable[str]) -> set[Step] | None
     be read (the reconciler then queues again as it would without a view)."""
     names = list(queues)
     try:
-        messages = [m for queue in names for name in priority_lists(queue) for m in client.lrange(name, 0, -1)]
-        for envelope in client.hvals(UNACKED):
+        with client.pipeline(transaction=True) as pipe:  # one moment: no message moves between what is read
+            for name in (name for queue in names for name in priority_lists(queue)):
+                pipe.lrange(name, 0, -1)
+            pipe.hvals(UNACKED)
+            *lists, unacked = pipe.execute()
+        messages = [message for listed in lists for message in listed]
+        for envelope in unacked:
             message, _exchange, routing_key = json.loads(envelope)
             if routing_key in names:
                 messages.append(message)

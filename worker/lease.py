@@ -90,6 +90,9 @@ def reconcile(
     waiting = 0
     if in_broker:
         waiting = _still_queued(database, moment, _in(in_broker), lease_seconds=lease_seconds)
+    if in_broker is not None and queued is not None:
+        # Read again: a message a worker had taken but not yet marked unacknowledged at the first read shows now.
+        in_broker |= queued() or set()
     # Whatever the broker held, even if its deadline passed after the moment above, is not queued again.
     unheld = _take_expired(
         database, moment, lease_seconds=lease_seconds, held=False, besides=_in(in_broker) if in_broker else None
