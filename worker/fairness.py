@@ -15,7 +15,7 @@ them), every step keeps the default priority: first in, first out.
 from __future__ import annotations
 
 from sqlalchemy import ColumnElement, ScalarSelect, func, select
-from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 
 from models.tables import Job, JobStatus
 
@@ -24,9 +24,13 @@ PRIORITY_STEPS = list(range(LOWEST + 1))  # kombu: one Redis list per priority, 
 
 
 def tenant_load(tenant_id: ColumnElement[int] | InstrumentedAttribute[int]) -> ScalarSelect[int]:
-    """The number of the tenant's unfinished main jobs, as a subquery."""
+    """The number of the tenant's unfinished main jobs, as a subquery (correlated when ``tenant_id`` is a column
+    of the outer query's jobs: the inner jobs are an alias of their own)."""
+    other = aliased(Job)
     unfinished = select(func.count()).where(
-        Job.tenant_id == tenant_id, Job.parent_id.is_(None), Job.status.in_((JobStatus.QUEUED, JobStatus.RUNNING))
+        other.tenant_id == tenant_id,
+        other.parent_id.is_(None),
+        other.status.in_((JobStatus.QUEUED, JobStatus.RUNNING)),
     )
     return unfinished.scalar_subquery()
 
