@@ -16,7 +16,8 @@ from models.settings import Settings
 from testbed.stack import REDIS_URL
 from worker.celery_app import make_celery
 
-CELERY = [sys.executable, "-m", "celery", "-A", "worker.celery_app:app"]
+STEP_APP = "worker.celery_app:app"
+CELERY = [sys.executable, "-m", "celery", "-A", STEP_APP]
 
 
 def start_worker(
@@ -29,9 +30,12 @@ def start_worker(
     cwd: Path,
     log: str,
     events: bool = False,
+    app: str = STEP_APP,
 ) -> subprocess.Popen[bytes]:
-    """A worker named ``name`` serving ``queue`` with ``concurrency`` pool children (``events``: -E, for Flower)."""
-    args = [*CELERY, "worker", "-Q", queue, "-P", "prefork", "-c", str(concurrency), *(["-E"] if events else [])]
+    """A worker named ``name`` serving ``queue`` with ``concurrency`` pool children (``events``: -E, for Flower) of
+    the Celery ``app`` (the step worker's, or bench.noop_chain's)."""
+    pool = ["-P", "prefork", "-c", str(concurrency), *(["-E"] if events else [])]
+    args = [sys.executable, "-m", "celery", "-A", app, "worker", "-Q", queue, *pool]
     return processes.spawn([*args, "--loglevel=warning", "-n", name], log=log, env=env, cwd=cwd)
 
 

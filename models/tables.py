@@ -205,8 +205,10 @@ class Job(Base):
     history_purged_at: Mapped[datetime | None] = mapped_column(default=None)
     purged_documents_read: Mapped[list[Any] | None] = mapped_column(default=None)
 
+    # Loaded when read (a new subagent, a continuation, the API's view), not with every read of the row: a step
+    # reads its job's row twice and its documents never.
     documents: Mapped[list[JobDocument]] = relationship(
-        order_by="JobDocument.position", cascade="all, delete-orphan", lazy="selectin"
+        order_by="JobDocument.position", cascade="all, delete-orphan", lazy="select"
     )
 
     __table_args__ = (Index("ix_jobs_unfinished_lease", "status", "lease_until"),)

@@ -140,6 +140,7 @@ INCLUDED = {
     "fleet.md": ["fleet", "fleet_resilience"],
     "worker.md": ["worker_overhead"],
     "retention.md": ["retention"],
+    "throughput.md": ["fleet_throughput"],
 }
 
 

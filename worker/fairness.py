@@ -14,8 +14,8 @@ them), every step keeps the default priority: first in, first out.
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, ScalarSelect, func, select
+from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 
 from models.tables import Job, JobStatus
 
@@ -23,15 +23,27 @@ LOWEST = 9
 PRIORITY_STEPS = list(range(LOWEST + 1))  # kombu: one Redis list per priority, taken in this order
 
 
+def tenant_load(tenant_id: ColumnElement[int] | InstrumentedAttribute[int]) -> ScalarSelect[int]:
+    """The number of the tenant's unfinished main jobs, as a subquery (correlated when ``tenant_id`` is a column
+    of the outer query's jobs: the inner jobs are an alias of their own)."""
+    other = aliased(Job)
+    unfinished = select(func.count()).where(
+        other.tenant_id == tenant_id,
+        other.parent_id.is_(None),
+        other.status.in_((JobStatus.QUEUED, JobStatus.RUNNING)),
+    )
+    return unfinished.scalar_subquery()
+
+
+def priority_of(load: int | None) -> int:
+    """The broker priority of a step of a tenant with ``load`` unfinished main jobs: less one, at most 9."""
+    return min(LOWEST, max(0, int(load or 0) - 1))
+
+
 def step_priority(session: Session, job_id: int) -> int:
     """The broker priority of a step of ``job_id``: its tenant's unfinished main jobs, less one, at most 9."""
     tenant = select(Job.tenant_id).where(Job.id == job_id).scalar_subquery()
-    unfinished = session.scalar(
-        select(func.count()).where(
-            Job.tenant_id == tenant, Job.parent_id.is_(None), Job.status.in_((JobStatus.QUEUED, JobStatus.RUNNING))
-        )
-    )
-    return min(LOWEST, max(0, int(unfinished or 0) - 1))
+    return priority_of(session.scalar(select(tenant_load(tenant))))
 
 
 def priority_lists(queue: str) -> list[str]:

@@ -21,6 +21,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 from worker.lease import reconcile
 from worker.outages import DatabaseUnavailable, backoff_wait
 from worker.step import Enqueue, Services, fail_after_internal_error, run_step
+from worker.tenant_cap import start_parked
 from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)
@@ -125,6 +126,7 @@ class InProcessWorker:
                     return
             try:
                 reconcile(self.services.database, lease_seconds=settings.lease_seconds, enqueue=self.submit)
+                start_parked(self.services.database, settings, self.submit)
             except Exception as error:  # an outage, most likely: the next round tries again
                 logger.warning(
                     "reconciler: %s; trying again in a moment\n%s", type(error).__name__, scrubbed_traceback(error)

@@ -18,12 +18,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 
-from sqlalchemy import case, or_, update
+from sqlalchemy import ColumnElement, and_, case, not_, or_, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from models.db import Database
 from models.statuses import UNFINISHED
 from models.tables import Job, now
+from worker.metrics import STILL_QUEUED
+from worker.tenant_cap import parked
 from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)
@@ -59,23 +61,42 @@ def give_back(session: Session, *, job_id: int, owner: str, seconds: float) -> N
     )
 
 
+QueuedSteps = Callable[[], set[tuple[int, int | None]] | None]
+"""The steps the broker holds now, as (job, step) (step None: whichever is current when it runs); None when the
+broker cannot say (RabbitMQ, or Redis unreachable)."""
+
+
 def reconcile(
     database: Database,
     *,
     lease_seconds: float,
     enqueue: Callable[[int, int], None],
     recover: Callable[[int, int], None] | None = None,
+    queued: QueuedSteps | None = None,
 ) -> list[int]:
     """Queue again the current step of every unfinished job whose deadline has passed; the jobs queued.
 
     Jobs a delivery still held (its worker died, or its call outlived its deadline) go to ``recover`` (the
     recovery queue, which every worker serves in turn with the step queue): they already waited their turn once,
-    and must not wait again behind a backlog. Jobs nobody held (a step message late or lost) go to ``enqueue``.
-    Each group is taken by one atomic UPDATE that moves its deadline on, so reconcilers running side by side
-    never queue the same job twice in one round. A failed enqueue is logged and tried again at the next deadline.
+    and must not wait again behind a backlog. Jobs nobody held go to ``enqueue`` if their step message is lost; one
+    the broker still holds (``queued``: only waiting behind a backlog longer than a lease) is left in its place
+    with a deadline one lease on. Each group is taken by one atomic UPDATE that moves its deadline on, so
+    reconcilers running side by side never queue the same job twice in one round. A failed enqueue is logged and
+    tried again at the next deadline. Jobs parked behind their tenant's cap have no deadline (worker/tenant_cap.py).
     """
-    held = _take_expired(database, lease_seconds=lease_seconds, held=True)
-    unheld = _take_expired(database, lease_seconds=lease_seconds, held=False)
+    in_broker = queued() if queued is not None and _any_unheld_expired(database) else None
+    moment = now()
+    held = _take_expired(database, moment, lease_seconds=lease_seconds, held=True)
+    waiting = 0
+    if in_broker:
+        waiting = _still_queued(database, moment, _in(in_broker), lease_seconds=lease_seconds)
+    if in_broker is not None and queued is not None:
+        # Read again: a message a worker had taken but not yet marked unacknowledged at the first read shows now.
+        in_broker |= queued() or set()
+    # Whatever the broker held, even if its deadline passed after the moment above, is not queued again.
+    unheld = _take_expired(
+        database, moment, lease_seconds=lease_seconds, held=False, besides=_in(in_broker) if in_broker else None
+    )
     for rows, send in ((held, recover or enqueue), (unheld, enqueue)):
         for job_id, step in rows:
             try:
@@ -88,6 +109,8 @@ def reconcile(
                     type(error).__name__,
                     scrubbed_traceback(error),
                 )
+    if waiting:
+        STILL_QUEUED.inc(waiting)
     if held or unheld:
         logger.info(
             "reconciler queued %d jobs again (%d held by a delivery that is gone): %s",
@@ -98,12 +121,54 @@ def reconcile(
     return [job_id for job_id, _ in [*held, *unheld]]
 
 
-def _take_expired(database: Database, *, lease_seconds: float, held: bool) -> list[tuple[int, int]]:
-    moment = now()
-    owner = Job.lease_owner.is_not(None) if held else Job.lease_owner.is_(None)
+def _expired(moment: datetime) -> ColumnElement[bool]:
+    """Unfinished and past its deadline; a job with none is past it unless parked behind its tenant's cap."""
+    return and_(
+        Job.status.in_(UNFINISHED),
+        or_(Job.lease_until < moment, and_(Job.lease_until.is_(None), not_(parked()))),
+    )
+
+
+def _any_unheld_expired(database: Database) -> bool:
+    with database.session() as session:
+        return session.scalar(select(Job.id).where(_expired(now()), Job.lease_owner.is_(None)).limit(1)) is not None
+
+
+def _in(steps: set[tuple[int, int | None]]) -> ColumnElement[bool]:
+    """Jobs whose current step is among ``steps`` (a step None: any step of its job)."""
+    pairs = [(job_id, step) for job_id, step in steps if step is not None]
+    any_step = [job_id for job_id, step in steps if step is None]
+    return or_(tuple_(Job.id, Job.step).in_(pairs), Job.id.in_(any_step))
+
+
+def _still_queued(database: Database, moment: datetime, in_broker: ColumnElement[bool], *, lease_seconds: float) -> int:
+    """Move on by one lease the deadline of every unheld job past it whose step the broker still holds; how many."""
+    with database.session() as session:
+        rows = session.execute(
+            update(Job)
+            .where(_expired(moment), Job.lease_owner.is_(None), in_broker)
+            .values(lease_until=moment + timedelta(seconds=lease_seconds))
+            .returning(Job.id)
+            .execution_options(synchronize_session=False)
+        ).all()
+    return len(rows)
+
+
+def _take_expired(
+    database: Database,
+    moment: datetime,
+    *,
+    lease_seconds: float,
+    held: bool,
+    besides: ColumnElement[bool] | None = None,
+) -> list[tuple[int, int]]:
+    owner: ColumnElement[bool] = Job.lease_owner.is_not(None) if held else Job.lease_owner.is_(None)
+    if besides is not None:
+        owner = and_(owner, not_(besides))
     # A step nobody claimed may be lost, or only waiting behind a backlog longer than a lease: each time it is
     # queued again unclaimed, its next deadline doubles (up to 2**MAX_BACKOFF leases), so a backlog is not
-    # multiplied by duplicates while a lost message is still queued again after one lease.
+    # multiplied by duplicates while a lost message is still queued again after one lease. (Where the broker can
+    # say what it holds, a waiting step is not queued again at all: see ``reconcile``.)
     backoff = case(
         *((Job.requeues == n, moment + timedelta(seconds=lease_seconds * 2**n)) for n in range(MAX_BACKOFF)),
         else_=moment + timedelta(seconds=lease_seconds * 2**MAX_BACKOFF),
@@ -111,7 +176,7 @@ def _take_expired(database: Database, *, lease_seconds: float, held: bool) -> li
     with database.session() as session:
         rows = session.execute(
             update(Job)
-            .where(Job.status.in_(UNFINISHED), owner, or_(Job.lease_until.is_(None), Job.lease_until < moment))
+            .where(_expired(moment), owner)
             .values(
                 lease_owner=None,
                 lease_until=moment + timedelta(seconds=lease_seconds) if held else backoff,

@@ -34,6 +34,20 @@ CAPACITY_WAIT_HELD = Histogram(
 REQUEUED = Counter(
     "plimsoll_reconciler_requeued_total", "Jobs the reconciler queued again, by what held them", ["held"]
 )
+STILL_QUEUED = Counter(
+    "plimsoll_reconciler_still_queued_total",
+    "Jobs past their deadline the reconciler left alone because the broker still holds their step",
+)
+# Where a step's time goes, per delivery: "limits" (learning the model's limits before a first step), "claim"
+# (lock, gates and plan, in one transaction), "plan" (the planning within it), "admission", "send" (the model's
+# reply), "store" (the reply and tool results), "enqueue" (the steps queued after the commit) and "task" (the
+# whole Celery task). bench/fleet_throughput.py reads them from a fleet's workers.
+STEP_PHASES = Histogram(
+    "plimsoll_step_phase_seconds",
+    "Time step deliveries spent in each part of their way",
+    ["phase"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
 
 
 def count_usage(usage: Usage) -> None:

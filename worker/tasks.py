@@ -13,16 +13,16 @@ from celery.exceptions import Ignore
 from celery.signals import worker_init, worker_process_init
 from celery.utils.saferepr import saferepr
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from models.retention import sweep
 from models.settings import get_settings
 from models.tables import Job, JobStatus, Tenant
+from worker.broker_view import Step, queued_steps
 from worker.celery_app import app, recovery_queue
 from worker.errors import JobFailed
-from worker.fairness import step_priority
-from worker.lease import reconcile
-from worker.metrics import REQUEUED, STEPS
+from worker.fairness import priority_of, tenant_load
+from worker.lease import QueuedSteps, reconcile
+from worker.metrics import REQUEUED, STEP_PHASES, STEPS
 from worker.names import RECONCILE_TASK, RETENTION_TASK, STEP_TASK
 from worker.outages import (
     DatabaseUnavailable,
@@ -35,6 +35,7 @@ from worker.routing import JITTER, backoff_delay
 from worker.sentry import init_sentry
 from worker.services import make_services, shared_redis
 from worker.step import Services, fail_after_internal_error, run_step
+from worker.tenant_cap import start_parked
 
 logger = logging.getLogger(__name__)
 
@@ -50,29 +51,24 @@ def enqueue_with_celery(job_id: int, step: int | None = None, delay: float | Non
 
 def _routing(job_id: int, *, priorities: bool) -> tuple[int | None, str]:
     """The step's broker priority by its tenant's load (worker/fairness.py; None, the default, without Redis
-    priorities), and whose job it is (for Flower); (None, "") when the database cannot say."""
+    priorities), and whose job it is (for Flower), read in one query; (None, "") when the database cannot say."""
     try:
         with _services().database.session() as session:
-            return (step_priority(session, job_id) if priorities else None), _whose(session, job_id)
+            found = session.execute(
+                select(Job.parent_id, Tenant.name, Job.emulator, tenant_load(Job.tenant_id))
+                .join(Tenant, Tenant.id == Job.tenant_id)
+                .where(Job.id == job_id)
+            ).one_or_none()
     except Exception as error:
         logger.warning("job %s: its step goes with the default priority (%s)", job_id, type(error).__name__)
         return None, ""
-
-
-def _whose(session: Session, job_id: int) -> str:
-    """``tenant acme``, or for a subagent ``subagent of job 12, tenant acme``, then ``, on the emulator`` where the
-    bundled emulator answers the job (models/endpoints.py): a tenant's name is the operator's word (``plimsoll
-    tenant create NAME``), not a person's text."""
-    found = session.execute(
-        select(Job.parent_id, Tenant.name, Job.emulator)
-        .join(Tenant, Tenant.id == Job.tenant_id)
-        .where(Job.id == job_id)
-    ).one_or_none()
     if found is None:
-        return ""
-    parent, tenant, emulator = found
+        return (priority_of(0) if priorities else None), ""
+    parent, tenant, emulator, load = found
+    # A tenant's name is the operator's word (``plimsoll tenant create NAME``), not a person's text; ", on the
+    # emulator" where the bundled emulator answers the job (models/endpoints.py).
     whose = f"subagent of job {parent}, tenant {tenant}" if parent else f"tenant {tenant}"
-    return whose + (", on the emulator" if emulator else "")
+    return (priority_of(load) if priorities else None), whose + (", on the emulator" if emulator else "")
 
 
 def recover_with_celery(job_id: int, step: int) -> None:
@@ -130,7 +126,8 @@ def run_step_task(
     ``outage_since``: when this delivery first met the database outage it is retrying through (wall clock)."""
     began = time.monotonic()
     try:
-        outcome = run_step(job_id, _services(), step=step)
+        with STEP_PHASES.labels("task").time():
+            outcome = run_step(job_id, _services(), step=step)
     except DatabaseUnavailable as outage:
         tries = self.request.retries + 1
         since = outage_since if outage_since is not None else time.time()
@@ -174,6 +171,20 @@ def reconcile_task() -> int:
     return reconcile_now()
 
 
+def _broker_view() -> QueuedSteps | None:
+    """What the broker holds of this service's step queue and its recovery queue (Redis only)."""
+    url = str(app.conf.broker_url)
+    if not url.startswith(("redis://", "rediss://")):
+        return None
+    queue = app.conf.task_default_queue
+
+    def view() -> set[Step] | None:
+        with redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0) as client:
+            return queued_steps(client, [queue, recovery_queue(queue)])
+
+    return view
+
+
 def reconcile_now() -> int:
     """One reconciler round: every unfinished job past its deadline queued again; how many."""
     services = _services()
@@ -189,10 +200,12 @@ def reconcile_now() -> int:
             lease_seconds=services.settings.lease_seconds,
             enqueue=enqueue_with_celery,
             recover=recover,
+            queued=_broker_view(),
         )
         outage_over(_shared_redis())
         REQUEUED.labels("held").inc(len(recovered))
         REQUEUED.labels("unheld").inc(len(queued) - len(recovered))
+        queued += start_parked(services.database, services.settings, enqueue_with_celery)
     except Exception as error:
         if not is_outage(error):
             raise

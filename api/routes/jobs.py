@@ -36,6 +36,7 @@ from models.pages import expanded
 from models.retention import require_history, set_hold
 from models.settings import get_settings
 from models.tables import Job, JobKind, JobStatus, now
+from worker.tenant_cap import take_place
 from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)
@@ -59,8 +60,13 @@ def submit_job(job_in: JobIn, tenant: TenantDep, session: SessionDep, enqueue: E
 
 def queue_first_step(session: Session, job: Job, enqueue: Enqueue) -> None:
     """Commit the new job, then queue its first step (a worker that picks it up at once must find the job). If
-    the broker cannot be reached, the job keeps its deadline and the reconciler queues it when it is back."""
+    the broker cannot be reached, the job keeps its deadline and the reconciler queues it when it is back. If its
+    tenant's running jobs fill its cap, the job is parked instead: no step of it waits in the broker until one of
+    them ends and gives it the place (worker/tenant_cap.py)."""
+    placed = take_place(session, job.id, get_settings())
     session.commit()
+    if not placed:
+        return
     try:
         enqueue(job.id)
     except Exception as error:

@@ -15,13 +15,14 @@ from models.statuses import CALIBRATED
 from models.tables import Job, JobStatus, now
 from worker.errors import TooLong
 from worker.lease import deadline, held_by_another, release
+from worker.metrics import STEP_PHASES
 from worker.model_limits import learn_limits, within_learned_limits
 from worker.outages import in_transaction
 from worker.step.endings import failed, stop
 from worker.step.plan import NothingFits, prepare
 from worker.step.results import Decided, Outcome, Planned
 from worker.step.services import Services
-from worker.tenant_cap import over_cap
+from worker.tenant_cap import over_cap, park
 from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)
@@ -63,8 +64,8 @@ def begin(session: Session, job_id: int, step: int | None, owner: str, services:
         steps = f"{job.step} step{'' if job.step == 1 else 's'}"
         return stop(session, job, f"stopped after {steps}, the limit of this job", "steps", steps=job.step)
     if job.status == JobStatus.QUEUED:
-        if over_cap(session, job, settings):  # it waits queued; the end of one of its tenant's jobs queues it
-            release(job, seconds=settings.lease_seconds)
+        if over_cap(session, job, settings):  # parked: the end of one of its tenant's jobs queues it
+            park(job)
             return Decided(Outcome(job_id, "waiting_for_slot", job.step, job.status))
         job.status, job.started_at = JobStatus.RUNNING, now()
         record(session, job, EventType.STATUS, {"status": job.status.value})
@@ -72,7 +73,8 @@ def begin(session: Session, job_id: int, step: int | None, owner: str, services:
         known = learned_limits(session, endpoint_of(job), job.model)
         within_learned_limits(job, known[:2] if known else None)
     try:
-        planned = prepare(session, job, services)
+        with STEP_PHASES.labels("plan").time():
+            planned = prepare(session, job, services)
     except NothingFits as nothing:
         error = TooLong(str(nothing.error), provider="plimsoll")
         return failed(session, job, error, services, nothing=nothing)

@@ -73,9 +73,10 @@ def notify(session: Session, job: Job, text: str) -> None:
         record(session, job, EventType.NOTICE, {"text": text})
 
 
-def observe(session: Session, job: Job, *, estimated: int, reported: int) -> None:
-    """Feed a reported count to the job's calibrator and to its model's, which later jobs start from."""
+def observe(session: Session, job: Job, *, estimated: int, reported: int, model: bool = True) -> None:
+    """Feed a reported count to the job's calibrator and (``model``) to its model's, which later jobs start from."""
     calibrator = Calibrator.from_dict(job.calibration)
     calibrator.observe(estimated, reported)
     job.calibration = calibrator.to_dict()
-    observe_model(session, endpoint_of(job), job.model, job.profile, estimated=estimated, reported=reported)
+    if model:
+        observe_model(session, endpoint_of(job), job.model, job.profile, estimated=estimated, reported=reported)

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from models.history import append_messages, message_bodies
 from models.jobs import end_job
+from models.model_facts import endpoint_of, observe_model
 from models.statuses import CALIBRATED
 from models.tables import Job, JobStatus, Message
 from worker.lease import release
@@ -34,17 +35,30 @@ MAX_CONTINUATIONS = 3  # a reply cut off this many times running is taken as the
 def answered(
     session: Session, *, job_id: int, planned: Planned, reply: Reply, services: Services, started: float
 ) -> Decided:
-    """Store the reply and what follows from it, if the job is still at the step this reply answers."""
+    """Store the reply and what follows from it, if the job is still at the step this reply answers. The model's
+    calibration, one row that every job of the model shares, is fed last: it stays locked only until the commit
+    that follows, not while the step stores its messages (every step of the fleet would wait for it)."""
     job = current(session, job_id, planned.step)
     if isinstance(job, Decided):
         return job
+    calibrated = job.strategy in CALIBRATED and planned.chosen.tokens > 0
+    if calibrated:
+        observe(session, job, estimated=planned.chosen.tokens, reported=reply.usage.total_input, model=False)
+    decided = _stored(session, job, planned=planned, reply=reply, services=services, started=started)
+    if calibrated:
+        observe_model(session, endpoint_of(job), job.model, job.profile, estimated=planned.chosen.tokens,
+                      reported=reply.usage.total_input)  # fmt: skip
+    return decided
+
+
+def _stored(
+    session: Session, job: Job, *, planned: Planned, reply: Reply, services: Services, started: float
+) -> Decided:
     usage = reply.usage
     job.input_tokens += usage.input_tokens
     job.output_tokens += usage.output_tokens
     job.cache_read_tokens += usage.cache_read_tokens
     job.cache_write_tokens += usage.cache_write_tokens
-    if job.strategy in CALIBRATED and planned.chosen.tokens > 0:
-        observe(session, job, estimated=planned.chosen.tokens, reported=usage.total_input)
     if planned.compaction is not None:
         return compaction_done(session, job, planned, services, reply=reply)
     step = planned.step + 1

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from models.statuses import CALIBRATED
 from models.tables import Job
 from worker.errors import ProviderError, RateLimited, TooLong
-from worker.metrics import CAPACITY_WAIT_HELD, RATE_LIMIT_WAITS
+from worker.metrics import CAPACITY_WAIT_HELD, RATE_LIMIT_WAITS, STEP_PHASES
 from worker.outages import DatabaseUnavailable, in_transaction
 from worker.providers.base import Reply
 from worker.step.claim import begin, learn_limits_first
@@ -26,7 +26,7 @@ from worker.step.send import admit, send
 from worker.step.services import Services, store_surviving_outages
 from worker.step.spend import Hold, hold, settle
 from worker.step.unanswered import compaction_refused, replanned, unanswered
-from worker.tenant_cap import waiting_jobs
+from worker.tenant_cap import unpark
 from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)
@@ -38,21 +38,25 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
     started = time.perf_counter()
     owner = uuid.uuid4().hex
     if step in (None, 0):
-        learn_limits_first(job_id, services)
-    begun = in_transaction(services.database, lambda session: begin(session, job_id, step, owner, services))
+        with STEP_PHASES.labels("limits").time():
+            learn_limits_first(job_id, services)
+    with STEP_PHASES.labels("claim").time():
+        begun = in_transaction(services.database, lambda session: begin(session, job_id, step, owner, services))
     if isinstance(begun, Decided):
         return after_commit(begun, services)
     planned = replace(begun, seconds=time.perf_counter() - started)
-    held = hold(planned, job_id, owner, services)
+    with STEP_PHASES.labels("admission").time():  # the money it may spend held, then its share of the rate limits
+        held = hold(planned, job_id, owner, services)
+        waiting = admit(planned, job_id, owner, services) if isinstance(held, Hold) or held is None else None
     if isinstance(held, Decided):
         return after_commit(held, services)
     if isinstance(held, Outcome):
         return held
-    waiting = admit(planned, job_id, owner, services)
     if waiting is not None:
         settle(held, services, None)
         return waiting
-    answer, answered_at = _sent(planned, job_id, owner, services, held)
+    with STEP_PHASES.labels("send").time():
+        answer, answered_at = _sent(planned, job_id, owner, services, held)
     if isinstance(answer, TooLong) and planned.compaction is not None:  # the job goes on without the summary
         skipped = store_surviving_outages(
             services, partial(compaction_refused, job_id=job_id, planned=planned, error=answer, services=services)
@@ -83,10 +87,11 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
         return outcome
     storing = time.perf_counter()
     try:
-        stored = store_surviving_outages(
-            services,
-            partial(answered, job_id=job_id, planned=planned, reply=answer, services=services, started=storing),
-        )
+        with STEP_PHASES.labels("store").time():
+            stored = store_surviving_outages(
+                services,
+                partial(answered, job_id=job_id, planned=planned, reply=answer, services=services, started=storing),
+            )
     except DatabaseUnavailable:
         usage = answer.usage
         logger.error(
@@ -124,6 +129,14 @@ def fail_after_internal_error(job_id: int, step: int | None, error: Exception, s
 def after_commit(decided: Decided, services: Services) -> Outcome:
     """What may only happen once the step's transaction has committed: queueing steps, alerting. A step that
     cannot be queued now is queued by the reconciler when its job's deadline passes."""
+    with STEP_PHASES.labels("enqueue").time():
+        _wake(decided, services)
+    if decided.report is not None:
+        services.report(decided.report)
+    return decided.outcome
+
+
+def _wake(decided: Decided, services: Services) -> None:
     wake = list(decided.wake)
     if decided.outcome.action == "finished":
         wake += _waiting_for_slot(decided.outcome.job_id, services)
@@ -138,20 +151,17 @@ def after_commit(decided: Decided, services: Services) -> Outcome:
                 type(error).__name__,
                 scrubbed_traceback(error),
             )
-    if decided.report is not None:
-        services.report(decided.report)
-    return decided.outcome
 
 
 def _waiting_for_slot(job_id: int, services: Services) -> list[Wake]:
-    """The first steps of the jobs of the finished job's tenant that waited for a place under its cap and fit
-    now (worker/tenant_cap.py). Only an improvement: the reconciler queues them at their deadline anyway."""
+    """The first steps of the parked jobs of the finished job's tenant that have its place now
+    (worker/tenant_cap.py). Should this fail, the reconciler's next round gives them the place."""
 
     def waiting(session: Session) -> list[int]:
         job = session.get(Job, job_id)
         if job is None or job.parent_id is not None:
             return []
-        return waiting_jobs(session, job.tenant_id, services.settings)
+        return unpark(session, job.tenant_id, services.settings)
 
     try:
         return [(waiting_id, 0, None) for waiting_id in in_transaction(services.database, waiting)]
