@@ -17,7 +17,7 @@ from estimate_fit import fit_ascii
 from plimsoll.profiles import PROFILES
 from tests.support_fit import few_items
 
-# The tool-output set is drawn once per process (bench.tool_output caches it): its users share one xdist worker.
+# The tool-output set is drawn once per process (estimate_fit.tool_output caches it): its users share one xdist worker.
 pytestmark = pytest.mark.xdist_group("tool_output")
 
 
