@@ -141,7 +141,10 @@ def judged(variant: str, counting: Counting, speed: float) -> Row:
     )
 
 
-def speeds(countings: Sequence[Counting], repeat: int = 25) -> list[float]:
+REPEAT = 25  # timings of each counting, the best kept
+
+
+def speeds(countings: Sequence[Counting], repeat: int = REPEAT) -> list[float]:
     """Each counting's throughput on the mixed text as a multiple of tiktoken's o200k ``encode``, timed in turns
     in one run as ``bench.estimator`` times the shipped profiles."""
     text, _ = mixed_text()
@@ -155,7 +158,7 @@ def refit(items: list[fit_ascii.Item], profile: str, settings: Mapping[str, Any]
         return fit_ascii.refitted(PROFILES[profile], fit_ascii.solve(items, profile))
 
 
-def run(variants: Sequence[str], profiles: Sequence[str] = SWEPT) -> list[Row]:
+def run(variants: Sequence[str], profiles: Sequence[str] = SWEPT, repeat: int = REPEAT) -> list[Row]:
     present = [p for p in profiles if REFERENCE_OF_PROFILE[p] in reference_counters()]
     items = fit_ascii.collect() if any(VARIANTS[v] is not None for v in variants) else []
     made: list[tuple[str, Counting]] = []
@@ -164,7 +167,7 @@ def run(variants: Sequence[str], profiles: Sequence[str] = SWEPT) -> list[Row]:
         for profile in present:
             counting = PROFILES[profile] if settings is None else refit(items, profile, settings)
             made.append((variant, Counting(profile, counting, REFERENCE_OF_PROFILE[profile])))
-    timed = speeds([counting for _, counting in made])
+    timed = speeds([counting for _, counting in made], repeat)
     return [judged(variant, counting, speed) for (variant, counting), speed in zip(made, timed, strict=True)]
 
 
@@ -207,16 +210,17 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.fit_variants", description=__doc__.split("\n\n")[0])
     parser.add_argument("--variant", action="append", choices=tuple(VARIANTS), help="only these (repeatable)")
     parser.add_argument("--profile", action="append", choices=SWEPT, help="only these (repeatable)")
+    parser.add_argument("--repeat", type=int, default=REPEAT, help="timings of each, the best kept (%(default)s)")
     args = parser.parse_args(argv)
     print("# Refitting the ASCII weights otherwise: the held-out goals\n")
     print(header(shlex.join(["python", "-m", "bench.fit_variants", *argv])) + "\n")
     print(
         f"Goals, on the held-out made tool output and real runs: conversations ≥ {CONVERSATION_GOAL[0]:.2f}, "
         f"median conversation ≤ {CONVERSATION_GOAL[1]}, results and written files ≥ {RESULT_TOKENS} tokens ≥ "
-        f"{RESULT_GOAL}; and {SPEED_GOAL:.0f}× tiktoken's encode or more on the mixed text (the best of 25 timings "
-        "of each, taken in turns).\n"
+        f"{RESULT_GOAL}; and {SPEED_GOAL:.0f}× tiktoken's encode or more on the mixed text (the best of {args.repeat} "
+        "timings of each, taken in turns).\n"
     )
-    print(render(run(args.variant or tuple(VARIANTS), args.profile or SWEPT)))
+    print(render(run(args.variant or tuple(VARIANTS), args.profile or SWEPT, args.repeat)))
 
 
 if __name__ == "__main__":

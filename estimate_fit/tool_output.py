@@ -524,20 +524,37 @@ def test_raises():
 """
 
 
-def test_runs() -> list[Sample]:
+# pytest runs in one interpreter, three times: its plugins take seconds to import, paid once (and the output is
+# what three `python -m pytest` processes print, byte for byte).
+PYTEST_RUNS = {"pytest -v": ("-v",), "pytest -q": ("-q",), "pytest --tb=long": ("--tb=long", "-q")}
+RUN_PYTEST = """
+import contextlib, io, json, sys
+import pytest
+printed = []
+for arguments in json.loads(sys.argv[1]):
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        pytest.main(arguments)
+    printed.append(out.getvalue())
+sys.stdout.write(json.dumps(printed))
+"""
+
+
+@cache  # reads no package, so the same in both sets: run once
+def _pytest_runs() -> tuple[tuple[str, str], ...]:
     with tempfile.TemporaryDirectory() as folder:
         Path(folder, "test_sample.py").write_text(TEST_MODULE)
-        base = (sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", folder, ".")
-        here = Path(folder)  # run from the folder: the paths pytest shows do not depend on where we are
-        runs = [
-            ("pytest -v", _run(*base, "-v", cwd=here)),
-            ("pytest -q", _run(*base, "-q", cwd=here)),
-            ("pytest --tb=long", _run(*base, "--tb=long", "-q", cwd=here)),
-        ]
+        base = ("-p", "no:cacheprovider", "--rootdir", folder, ".")
+        arguments = [[*base, *options] for options in PYTEST_RUNS.values()]
+        # run from the folder: the paths pytest shows do not depend on where we are
+        printed = _run(sys.executable, "-c", RUN_PYTEST, json.dumps(arguments), cwd=Path(folder))
+        runs = list(zip(PYTEST_RUNS, json.loads(printed) if printed else [], strict=False))
     # The durations differ from run to run: written as one figure, the set stays the same.
     runs = [(n, re.sub(r"\d+\.\d+s\b", "0.12s", t.replace(folder, "/tmp/project"))) for n, t in runs]
-    runs = [(n, t.replace(str(ROOT), "/work/main")) for n, t in runs]  # the interpreter's path names the checkout
-    return _sized("pytest output", iter(runs))
+    return tuple((n, t.replace(str(ROOT), "/work/main")) for n, t in runs)  # the interpreter's path names the checkout
+
+
+def test_runs() -> list[Sample]:
+    return _sized("pytest output", iter(_pytest_runs()))
 
 
 def encoded() -> list[Sample]:

@@ -11,7 +11,7 @@ import pytest
 from bench import estimator, worker_overhead
 from estimate_fit.trajectories import trajectory_conversations
 
-# The tool-output set is drawn once per process (bench.tool_output caches it): its users share one xdist worker.
+# The tool-output set is drawn once per process (estimate_fit.tool_output caches it): its users share one xdist worker.
 pytestmark = [pytest.mark.xdist_group("tool_output"), pytest.mark.bench]
 
 

@@ -12,7 +12,7 @@ from estimate_fit.fit_ascii import PATTERNS, features, names
 from plimsoll.profiles import PROFILES, profile_data
 from tests.support_fit import PROFILES_FITTED, few_items
 
-# The tool-output set is drawn once per process (bench.tool_output caches it): its users share one xdist worker.
+# The tool-output set is drawn once per process (estimate_fit.tool_output caches it): its users share one xdist worker.
 pytestmark = pytest.mark.xdist_group("tool_output")
 
 

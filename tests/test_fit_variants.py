@@ -17,12 +17,12 @@ from estimate_fit import fit_ascii
 from plimsoll.profiles import PROFILES
 from tests.support_fit import few_items
 
-# The tool-output set is drawn once per process (bench.tool_output caches it): its users share one xdist worker.
+# The tool-output set is drawn once per process (estimate_fit.tool_output caches it): its users share one xdist worker.
 pytestmark = pytest.mark.xdist_group("tool_output")
 
 
 def test_the_shipped_row_is_what_the_estimator_measures() -> None:
-    [row] = fit_variants.run([fit_variants.SHIPPED], ["cl100k"])
+    [row] = fit_variants.run([fit_variants.SHIPPED], ["cl100k"], repeat=1)  # its speed is not judged here
     counting = Counting("cl100k", PROFILES["cl100k"], "cl100k")
     kinds, whole = trajectory_ratios([counting], held_out=True)
     assert row.runs == whole["cl100k"]
@@ -49,7 +49,7 @@ def test_a_variant_refits_with_its_settings_and_puts_them_back(
     monkeypatch.setattr(fit_ascii, "collect", few_items)
     monkeypatch.setattr(fit_ascii, "solve", recording)
     variants = ("the shipped choices, refitted", "an arrow may cost nothing")
-    fit_variants.main(["--profile", "cl100k", *(a for v in variants for a in ("--variant", v))])
+    fit_variants.main(["--profile", "cl100k", "--repeat", "1", *(a for v in variants for a in ("--variant", v))])
     assert seen == [1.0, 0.0] and fit_ascii.symbol_floor("cl100k", fit_ascii.ARROW) == 1.0
     out = capsys.readouterr().out
     for variant in variants:

@@ -14,7 +14,7 @@ from estimate_fit.reference import REFERENCE_OF_PROFILE, Counter, reference_coun
 from estimate_fit.tool_output import SHOWN_SITE, SITE, WRITTEN, Sample, conversations, tool_outputs, written_files
 from plimsoll import estimate_tokens
 
-# The tool-output set is drawn once per process (bench.tool_output caches it): its users share one xdist worker.
+# The tool-output set is drawn once per process (estimate_fit.tool_output caches it): its users share one xdist worker.
 pytestmark = pytest.mark.xdist_group("tool_output")
 
 FITTED = ("claude", "cl100k", "o200k")
@@ -48,6 +48,7 @@ def test_the_set_covers_every_kind_an_agent_sees() -> None:
         assert expected in {s.kind for s in tool_outputs(held_out=True)}
     assert all(isinstance(s, Sample) and s.text.strip() for s in tool_outputs())
     tool_output._tree.cache_clear()  # the same machine gives the same set, made afresh from a fresh walk
+    tool_output._pytest_runs.cache_clear()  # and from pytest run again
     assert tool_outputs() == tool_output._drawn.__wrapped__(tool_output.TOOL_OUTPUT_MAKERS, False)
 
 
