@@ -35,6 +35,8 @@ def record_charge(
     read: int,
     output: int,
     cache_ttl_seconds: float,
+    delivery: str | None = None,
+    request_id: str | None = None,
 ) -> Charge:
     cost = cost_of(
         prices, uncached=uncached, written=written, read=read, output=output, cache_ttl_seconds=cache_ttl_seconds
@@ -61,6 +63,8 @@ def record_charge(
         cache_read_usd=cost.cache_read,
         output_usd=cost.output,
         total_usd=cost.total,
+        delivery=delivery,
+        request_id=request_id,
     )
     session.add(charge)
     return charge

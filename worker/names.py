@@ -11,3 +11,4 @@ RECONCILE_TASK = "plimsoll.reconcile"  # the reconciler's round, run by Celery b
 RATE_LIMIT_KEYS = "plimsoll:ratelimit:"  # admission's limit groups: {provider/model-class@host}:limits, :line, ...
 OUTAGE_KEY = "plimsoll:outage:database"  # a database outage already reported to Sentry (worker/outages.py)
 SCHEDULER_LOCK = "plimsoll:scheduler"  # which beat runs the reconciler, per step queue (worker/scheduler.py)
+UNRECORDED_CHARGES = "plimsoll:charges:unrecorded"  # paid replies' charges kept through a database outage

@@ -18,6 +18,7 @@ from models.tables import Job, JobStatus, Message
 from worker.lease import release
 from worker.providers.base import Reply
 from worker.runaway import Repeats, count_calls, fingerprint, with_warning
+from worker.step.charges import discarded_here, used_here
 from worker.step.claim import current
 from worker.step.endings import budget_notice, needed_budget, stop, usd
 from worker.step.records import notify, observe, step_record
@@ -37,7 +38,9 @@ def answered(
     """Store the reply and what follows from it, if the job is still at the step this reply answers."""
     job = current(session, job_id, planned.step)
     if isinstance(job, Decided):
+        discarded_here(session, job_id, planned)
         return job
+    used_here(session, job, planned)
     usage = reply.usage
     job.input_tokens += usage.input_tokens
     job.output_tokens += usage.output_tokens

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import redis
 import sentry_sdk
 from sqlalchemy.orm import Session
 
@@ -32,6 +33,7 @@ class Services:
     report: Callable[[BaseException], Any] = sentry_sdk.capture_exception
     limiter: Limiter | None = None  # admission under the provider's rate limits (None: send at once)
     budgets: Budgets | None = None  # the shared money budgets (None: no shared Redis, budgets not enforced)
+    redis: redis.Redis | None = None  # the Redis every worker shares (None: none), which keeps charges through outages
 
 
 def store_surviving_outages(services: Services, work: Callable[[Session], T]) -> T:
