@@ -50,7 +50,7 @@ def prepare(session: Session, job: Job, services: Services) -> Planned | None:
     outlines = message_index(session, job.id)
     carried: list[dict[str, Any]] = []
     if outlines[-1].role == "assistant" and outlines[-1].tool_uses:
-        results = delegate_results(session, job, outlines[-1].tool_uses, len(outlines) - 1)
+        results = delegate_results(session, job, outlines[-1].tool_uses, len(outlines) - 1, services.settings)
         if results is None:
             return None
         carried = [results]

@@ -24,7 +24,7 @@ from worker.step.endings import budget_notice, needed_budget, stop, usd
 from worker.step.records import notify, observe, step_record
 from worker.step.results import Decided, Outcome, Planned, Wake
 from worker.step.services import Services
-from worker.step.subagents import finish_with_parts, start_subagent, wake_parent
+from worker.step.subagents import finish_with_parts, over_the_cap, start_subagent, wake_parent, within_caps
 from worker.step.summary import compaction_done
 from worker.tools import Delegation, result, run_tool
 
@@ -103,9 +103,14 @@ def _tool_calls(
         return _repeating(session, job, calls, new_messages, repeats, step=step, services=services)
     outputs = [run_tool(session, job, call) for call in calls]
     delegations = [o for o in outputs if isinstance(o, Delegation)]
-    if delegations:
+    starting = delegations[: within_caps(session, job, delegations, services.settings)]
+    outputs = [
+        o if not isinstance(o, Delegation) or o in starting else over_the_cap(o.tool_use_id, services.settings)
+        for o in outputs
+    ]
+    if starting:  # the others' results are given with the subagents' (worker/step/subagents.py)
         append_messages(session, job, new_messages, step=step)
-        return [(start_subagent(session, job, d).id, 0, None) for d in delegations]
+        return [(start_subagent(session, job, d).id, 0, None) for d in starting]
     results = [
         with_warning(o, tool=c.get("name", "?"), times=limit) if c["id"] in repeats.warn else o
         for c, o in zip(calls, outputs, strict=True)
