@@ -16,6 +16,7 @@ from demo.chapters import chapters
 from emulator import EmulatorServer
 from models.costs import cost_of
 from models.db import Database
+from models.history import all_messages
 from models.ledger import ChargeKind
 from models.pricing import prices_of
 from models.settings import Settings
@@ -106,3 +107,32 @@ def test_the_ledger_equals_the_emulators_billing_log_with_subagents_a_compaction
         delegating,
         *subagents,
     }
+
+
+def test_the_default_caps_on_subagents_answer_the_calls_over_them_and_a_429_is_a_refused_charge_of_nothing(
+    database: Database, emulator_reset: EmulatorServer, celery_worker: Any
+) -> None:
+    settings = Settings()
+    assert (settings.max_subagents_per_call, settings.max_subagents_per_job) == (10, 20)
+    emulator_reset.configure(delegate_group=1, faults={"script": ["429"], "retry_after_seconds": 0.2})
+    texts = {c.name: c.text for c in chapters(settings.max_subagents_per_call + 2, chars=600)}
+    job_id = submit(database, texts, budget=30_000)
+    job = wait_for(database, job_id, timeout=240)
+
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    with database.session() as session:
+        children = list(session.scalars(select(Job).where(Job.parent_id == job_id)))
+        charges = list(session.scalars(select(Charge).where(Charge.main_job_id == job_id)))
+        results = [
+            block
+            for message in all_messages(session, job_id)
+            if message.role == "user" and isinstance(message.content, list)
+            for block in message.content
+            if block.get("type") == "tool_result"
+        ]
+    assert len(children) == settings.max_subagents_per_call
+    not_started = [b for b in results if b.get("is_error") and "Not started" in str(b["content"])]
+    assert len(not_started) == 2  # the calls over the cap, answered: the agent went on and reported
+    refused = [c for c in charges if c.kind == ChargeKind.REFUSED]
+    assert len(refused) == 1 and refused[0].total_usd == 0 and refused[0].job_id == job_id
+    assert len([c for c in charges if c.kind != ChargeKind.REFUSED]) == len(emulator_reset.billing())
