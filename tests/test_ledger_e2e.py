@@ -10,6 +10,8 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import select, update
 
 from demo.chapters import chapters
@@ -28,6 +30,11 @@ from worker.queue import enqueue_step
 
 LONG_OUTPUT = "Read every document and write a summary of each document in your own message; then report."
 LATENCY = 1.5  # seconds per request while the duplicate is made: long enough to catch a step mid-call
+
+
+def counted(model: str, kind: str) -> float:
+    """plimsoll_cost_usd_total{model, kind} as the workers in this process count it."""
+    return REGISTRY.get_sample_value("plimsoll_cost_usd_total", {"model": model, "kind": kind}) or 0.0
 
 
 def billed_usd(entry: dict[str, Any], settings: Settings) -> Decimal:
@@ -67,6 +74,7 @@ def test_the_ledger_equals_the_emulators_billing_log_with_subagents_a_compaction
     database: Database, emulator_reset: EmulatorServer, celery_worker: Any
 ) -> None:
     settings = Settings()
+    counted_before = {kind: counted(settings.default_model, kind) for kind in ChargeKind}
     compacting = submit(
         database, {c.name: c.text for c in chapters(10, chars=1_600)}, instruction=LONG_OUTPUT, budget=9_000
     )
@@ -103,6 +111,10 @@ def test_the_ledger_equals_the_emulators_billing_log_with_subagents_a_compaction
     assert [(c.job_id, c.step) for c in wasted] == [(compacting, twice)]  # the step run twice: paid twice
     assert len({c.delivery for c in charges if c.job_id == compacting and c.step == twice}) == 2
     assert wasted[0].total_usd > 0
+    # The workers' counter (they run in this process) counted each request once, with the kind it ended with.
+    for kind in ChargeKind:
+        spent = sum((c.total_usd for c in charges if c.kind == kind), Decimal(0))
+        assert counted(settings.default_model, kind) - counted_before[kind] == pytest.approx(float(spent), abs=1e-9)
     assert len(subagents) == 2 and {c.job_id for c in charges if c.main_job_id == delegating} == {
         delegating,
         *subagents,
