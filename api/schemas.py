@@ -386,9 +386,8 @@ class UsageJob(CostSplit):
 class UsageReport(CostSplit):
     """A tenant's spending over a range of days (UTC), from the ledger."""
 
-    model_config = ConfigDict(populate_by_name=True)
-    from_date: date = Field(alias="from", description="the first day counted")
-    to_date: date = Field(alias="to", description="the last day counted")
+    first_day: date = Field(description="the first day counted (`from`)")
+    last_day: date = Field(description="the last day counted (`to`)")
     days: list[UsagePeriod]
     months: list[UsagePeriod]
     models: list[UsageModel]

@@ -61,5 +61,5 @@ def usage(
             usd(spent.cache_read_usd), usd(spent.output_usd), usd(spent.by_kind.get("wasted", 0.0)),
             f"{spent.requests:,}",
         )  # fmt: skip
-    out.print(f"From {report.from_date} to {report.to_date} (UTC):")
+    out.print(f"From {report.first_day} to {report.last_day} (UTC):")
     out.print(grid)

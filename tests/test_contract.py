@@ -174,6 +174,7 @@ def read_every_listing(contract: Contract, jobs: dict[str, int]) -> None:
     contract.read(lambda: client.document(documents.items[0].id))
     contract.read(lambda: client.notices())
     contract.read(client.models)
+    contract.read(client.usage)
     contract.read(client.health)
 
 

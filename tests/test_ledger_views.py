@@ -51,7 +51,7 @@ def test_usage_gives_a_tenants_spending_by_day_month_model_and_job_over_a_range(
             caller.get("/v1/usage", params={"from": f"{today - timedelta(days=400)}", "to": f"{today}"}),
         ]
     recent = spent["main"] + spent["sub"]
-    assert (this_month["from"], this_month["to"]) == (f"{today.replace(day=1)}", f"{today}")
+    assert (this_month["first_day"], this_month["last_day"]) == (f"{today.replace(day=1)}", f"{today}")
     assert this_month["total_usd"] == pytest.approx(float(recent))  # neither last month's nor the other tenant's
     assert both["total_usd"] == pytest.approx(float(recent + spent["earlier"]))
     assert [d["period"] for d in both["days"]] == [f"{earlier}", f"{today}"]

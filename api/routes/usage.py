@@ -38,8 +38,8 @@ def get_usage(
     report = usage_report(session, tenant.id, first, last)
     return UsageReport(
         **split(report.total).model_dump(),
-        from_date=first,
-        to_date=last,
+        first_day=first,
+        last_day=last,
         days=[UsagePeriod(period=f"{day}", **split(spent).model_dump()) for day, spent in report.days.items()],
         months=[UsagePeriod(period=month, **split(spent).model_dump()) for month, spent in report.months.items()],
         models=[UsageModel(model=model, **split(spent).model_dump()) for model, spent in sorted(report.models.items())],
