@@ -205,5 +205,14 @@ def family_use(session: Session, main_job_id: int) -> FamilyUse:
     return FamilyUse(int(steps), int(tokens))
 
 
+def shared_limits(job: Job) -> FamilyUse:
+    """How many steps and input tokens ``job``'s main job and its subagents may use together before ``job`` stops:
+    the main job's limits; a subagent leaves room for its main job's report (one step, one request's input), so
+    that the subagents' work reaches it."""
+    if job.parent_id is None:
+        return FamilyUse(job.max_steps, job.max_input_tokens)
+    return FamilyUse(job.max_steps - 1, job.max_input_tokens - job.budget)
+
+
 def children_of(session: Session, job_id: int) -> list[Job]:
     return list(session.scalars(select(Job).where(Job.parent_id == job_id).order_by(Job.id)))

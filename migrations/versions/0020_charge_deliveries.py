@@ -1,7 +1,7 @@
 """charges: which delivery of a step sent each request, and the provider's id of it
 
 Revision ID: 0020
-Revises: 0014
+Revises: 0021 (0014 when written; re-chained after main gained 0021)
 """
 
 from collections.abc import Sequence
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0020"
-down_revision: str | None = "0014"
+down_revision: str | None = "0021"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

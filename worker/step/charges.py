@@ -81,7 +81,9 @@ def charge_reply(
             return None
         used = job.step == planned.step and not job.status.finished
         kind = kind_of(planned) if used else ChargeKind.WASTED
-        charge = _record(session, job, planned.step, usage, request_id, kind, planned.delivery, services)
+        charge = _record(
+            session, job, planned.step, usage, request_id, kind, planned.delivery, services, prices=planned.prices
+        )
         return Charged(charge.model, kind, charge.total_usd)
 
     try:
@@ -173,13 +175,16 @@ def _record(
     kind: ChargeKind,
     delivery: str,
     services: Services,
+    *,
+    prices: Prices | None = None,
 ) -> Charge:
+    """``prices``: those the step planned with (its money hold's), else the model's now."""
     charge = record_charge(
         session,
         job,
         step=step,
         kind=kind,
-        prices=charged_prices(job.model, services.settings),
+        prices=prices or charged_prices(job.model, services.settings),
         uncached=usage.input_tokens,
         written=usage.cache_write_tokens,
         read=usage.cache_read_tokens,

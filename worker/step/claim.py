@@ -8,7 +8,7 @@ import logging
 
 from sqlalchemy.orm import Session
 
-from models.jobs import FamilyUse, end_job, family_use
+from models.jobs import FamilyUse, end_job, family_use, shared_limits
 from models.model_facts import endpoint_of, learned_limits
 from models.statuses import CALIBRATED
 from models.tables import Job, JobStatus, now
@@ -58,8 +58,8 @@ def begin(session: Session, job_id: int, step: int | None, owner: str, services:
     if _parent_gone(session, job):
         end_job(job, JobStatus.CANCELLED, error="the main job was cancelled or has ended")
         return Decided(Outcome(job_id, "finished", job.step, job.status))
-    used = family_use(session, job.parent_id or job.id)
-    if used.steps >= job.max_steps - _kept_for_main(job, 1):
+    used, limits = family_use(session, job.parent_id or job.id), shared_limits(job)
+    if used.steps >= limits.steps:
         steps = f"{used.steps} step{'' if used.steps == 1 else 's'}"
         return stop(session, job, f"stopped after {steps}, the limit {_whose(job, used)}", "steps", steps=used.steps)
     if job.status == JobStatus.QUEUED:
@@ -79,16 +79,10 @@ def begin(session: Session, job_id: int, step: int | None, owner: str, services:
         release(job, seconds=settings.lease_seconds)
         return Decided(Outcome(job_id, "waiting", job.step, job.status))
     expected = int(planned.chosen.tokens * planned.factor)
-    if used.input_tokens + expected > job.max_input_tokens - _kept_for_main(job, job.budget):
+    if used.input_tokens + expected > limits.input_tokens:
         why = f"stopped before exceeding {job.max_input_tokens:,} input tokens, the limit {_whose(job, used)}"
         return stop(session, job, why, "tokens", tokens=job.max_input_tokens, carried=planned.carried)
     return planned
-
-
-def _kept_for_main(job: Job, room: int) -> int:
-    """What a subagent leaves of the budget its main job and the main job's subagents share: ``room`` for the
-    main job's answer (its step, or its request's input tokens), so that the subagents' work reaches it."""
-    return 0 if job.parent_id is None else room
 
 
 def _whose(job: Job, used: FamilyUse) -> str:

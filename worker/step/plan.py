@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from models.endpoints import host_of
 from models.history import message_index
-from models.jobs import last_step
+from models.jobs import family_use, last_step
 from models.statuses import CALIBRATED
 from models.tables import Job, Step, Strategy, now
 from plimsoll import CacheView, Calibrator, DoesNotFit, Outline, Plan, estimate_tokens, outline, plan, plan_cached
@@ -86,7 +86,8 @@ def prepare(session: Session, job: Job, services: Services) -> Planned | None:
     request, left = composed.request, None
     if composed.compaction is None:
         within = services.settings.wind_down_steps
-        left = nearly_spent(job, money, services.budgets, expected_input=expected, within=within)
+        used = family_use(session, job.parent_id or job.id)
+        left = nearly_spent(job, used, money, services.budgets, expected_input=expected, within=within)
         request = request if left is None else with_note(request, left)
     return Planned(
         step=job.step,
