@@ -18,7 +18,7 @@ from decimal import Decimal
 from functools import partial
 
 import redis
-from sqlalchemy import update
+from sqlalchemy import ColumnElement, update
 from sqlalchemy.orm import Session
 
 from models.ledger import ChargeKind, record_charge
@@ -157,10 +157,10 @@ def discarded_here(session: Session, job_id: int, planned: Planned) -> None:
     _rekind(session, job_id, planned.step, Charge.delivery == planned.delivery)
 
 
-def _rekind(session: Session, job_id: int, step: int, which: object) -> None:
+def _rekind(session: Session, job_id: int, step: int, which: ColumnElement[bool]) -> None:
     session.execute(
         update(Charge)
-        .where(Charge.job_id == job_id, Charge.step == step, Charge.kind.in_([k.value for k in PAID]), which)  # type: ignore[arg-type]
+        .where(Charge.job_id == job_id, Charge.step == step, Charge.kind.in_([k.value for k in PAID]), which)
         .values(kind=ChargeKind.WASTED.value)
         .execution_options(synchronize_session=False)
     )
