@@ -13,7 +13,7 @@ from api.deps import Enqueue
 from api.errors import install_error_handlers
 from api.idempotency import Answered, Idempotency, answered
 from api.limits import BodyLimit
-from api.routes import continuation, documents, events, health, jobs, models, notices
+from api.routes import continuation, documents, events, health, jobs, models, notices, usage
 from api.uploads import body_limit
 from models.db import Database
 from worker.sentry import start_sentry
@@ -47,7 +47,7 @@ def create_app(*, database: Database | None = None, enqueue: Enqueue | None = No
     app.add_exception_handler(Answered, answered)
     app.add_middleware(Idempotency)  # inside the body limit: a body it reads has passed it
     app.add_middleware(BodyLimit, limit=body_limit)
-    for module in (documents, jobs, events, continuation, notices, models, health):
+    for module in (documents, jobs, events, continuation, notices, models, usage, health):
         app.include_router(module.router)
     return app
 

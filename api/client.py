@@ -31,6 +31,7 @@ from api.schemas import (
     NoticeView,
     Page,
     StepView,
+    UsageReport,
 )
 from models.options import JobOptions
 
@@ -215,6 +216,11 @@ class PlimsollClient:
     def models(self) -> ModelList:
         """The model catalogue as the service runs it: windows, default budgets, prices and their source."""
         return self._send("GET", "/v1/models", ModelList)
+
+    def usage(self, *, first: str | None = None, last: str | None = None) -> UsageReport:
+        """What the tenant has spent from day ``first`` through day ``last`` (UTC, ISO dates): GET /v1/usage."""
+        params = {name: value for name, value in (("from", first), ("to", last)) if value}
+        return self._send("GET", "/v1/usage", UsageReport, params=params)
 
     def health(self) -> Health:
         return self._send("GET", "/healthz", Health)

@@ -162,12 +162,40 @@ class Usage(BaseModel):
     cache_write_tokens: int
     cost_vs_uncached: float | None = Field(
         default=None,
-        description="what the input cost at Anthropic's prices (cache writes 1.25x, reads 0.1x) over what it would "
-        "have cost uncached; null before the first reply",
+        description="the job's input cost at Anthropic's cache prices (writes 1.25x, reads 0.1x) over what the same "
+        "input tokens would cost uncached: under 1, the cache saved; over 1, its writes cost more than they saved "
+        "so far. A ratio of input prices, not the job's cost: that is `cost`. Null before the first reply",
     )
     cache_read_share: float | None = Field(
         description="cache_read / (input + cache_read + cache_write); null before the first reply"
     )
+
+
+class CostSplit(BaseModel):
+    """USD as the provider billed it (the ledger: each request at the prices it was charged at)."""
+
+    total_usd: float
+    uncached_input_usd: float = Field(description="input read neither from nor into the prompt cache")
+    cache_write_usd: float
+    cache_read_usd: float
+    output_usd: float
+    requests: int = Field(description="requests billed (refusals, billed nothing, are not counted)")
+    by_kind: dict[str, float] = Field(
+        description="USD by kind: step, compaction, replan (sent again, smaller, after a rejection as too long), "
+        "wasted (a paid reply not used: a step run twice, a reply lost in a database outage), refused (a 429 or "
+        "a rejection: 0)"
+    )
+
+
+class JobCostLine(CostSplit):
+    job_id: int
+    kind: str = Field(description="main or subagent")
+
+
+class JobCost(CostSplit):
+    """What a job cost: a main job with all its subagents."""
+
+    jobs: list[JobCostLine] = Field(description="each job's own line: the main job's first, then each subagent's")
 
 
 class LastRequest(Schema):
@@ -200,6 +228,7 @@ class JobSummary(Schema):
     endpoint: str | None = Field(default=None, description=ENDPOINT)
     emulator: bool = Field(default=False, description=EMULATOR)
     steps_done: int
+    cost_usd: float | None = Field(default=None, description="USD billed, a main job's subagents included")
     instruction_excerpt: str
     created_at: datetime
     finished_at: datetime | None
@@ -231,7 +260,8 @@ class JobView(BaseModel):
         default=None, description="auto, off or summarize_all; null only from a server older than this field"
     )
     progress: Progress
-    usage: Usage
+    usage: Usage = Field(description="this job's own tokens (a main job's subagents have their own; `cost` has all)")
+    cost: JobCost | None = Field(default=None, description="USD billed; for a main job its subagents included")
     retries: int
     limits: Limits
     last_request: LastRequest | None
@@ -366,3 +396,26 @@ class EventView(BaseModel):
     job_id: int = Field(description="the main job it belongs to (a subagent's say which in data.subagent)")
     created_at: datetime
     data: dict[str, Any] = Field(description="what it tells: see the docs (docs/api-cli.md)")
+
+
+class UsagePeriod(CostSplit):
+    period: str = Field(description="a day (2026-12-04) or a month (2026-12), UTC")
+
+
+class UsageModel(CostSplit):
+    model: str
+
+
+class UsageJob(CostSplit):
+    job_id: int = Field(description="a main job; its subagents' requests are counted in it")
+
+
+class UsageReport(CostSplit):
+    """A tenant's spending over a range of days (UTC), from the ledger."""
+
+    first_day: date = Field(description="the first day counted (`from`)")
+    last_day: date = Field(description="the last day counted (`to`)")
+    days: list[UsagePeriod]
+    months: list[UsagePeriod]
+    models: list[UsageModel]
+    jobs: list[UsageJob]

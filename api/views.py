@@ -7,13 +7,26 @@ import math
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from api.schemas import ChildJob, JobSummary, JobView, LastRequest, Limits, Progress, Reading, Usage
+from api.schemas import (
+    ChildJob,
+    CostSplit,
+    JobCost,
+    JobCostLine,
+    JobSummary,
+    JobView,
+    LastRequest,
+    Limits,
+    Progress,
+    Reading,
+    Usage,
+)
 from models.catalogue import CATALOGUE, lifecycle_warning
 from models.continuation import continuation_of
 from models.endpoints import host_of
 from models.events import latest_event_id
 from models.history import read_calls
 from models.jobs import children_of, last_step
+from models.ledger import Spent, job_spending
 from models.reads import Reads, merged_reads, reads_from_calls
 from models.tables import Document, Job, Step
 from models.usage import cost_vs_uncached
@@ -55,6 +68,7 @@ def job_view(session: Session, job: Job) -> JobView:
             reading=None if job.status.finished else reading(session, job, reads),
         ),
         usage=usage_of(job),
+        cost=job_cost(session, job),
         retries=job.retries,
         limits=Limits.model_validate(job),
         last_request=None if step is None else last_request(step),
@@ -113,6 +127,29 @@ def usage_of(job: Job) -> Usage:
     )
 
 
+def job_cost(session: Session, job: Job) -> JobCost:
+    total, lines = job_spending(session, job)
+    return JobCost(
+        **split(total).model_dump(),
+        jobs=[
+            JobCostLine(job_id=job_id, kind="main" if job_id == job.id else "subagent", **split(spent).model_dump())
+            for job_id, spent in lines.items()
+        ],
+    )
+
+
+def split(spent: Spent) -> CostSplit:
+    return CostSplit(
+        total_usd=float(spent.total),
+        uncached_input_usd=float(spent.uncached),
+        cache_write_usd=float(spent.cache_write),
+        cache_read_usd=float(spent.cache_read),
+        output_usd=float(spent.output),
+        requests=spent.requests,
+        by_kind={kind: float(usd) for kind, usd in sorted(spent.by_kind.items())},
+    )
+
+
 def last_request(step: Step) -> LastRequest:
     return LastRequest(
         step=step.step,
@@ -129,7 +166,7 @@ def last_request(step: Step) -> LastRequest:
     )
 
 
-def job_summary(job: Job) -> JobSummary:
+def job_summary(job: Job, cost_usd: float | None = None) -> JobSummary:
     first_line = job.instruction.strip().split("\n", 1)[0]
     excerpt = first_line if len(first_line) <= EXCERPT_CHARS else first_line[: EXCERPT_CHARS - 1] + "…"
     return JobSummary(
@@ -141,6 +178,7 @@ def job_summary(job: Job) -> JobSummary:
         endpoint=host_of(job.endpoint) if job.endpoint else None,
         emulator=job.emulator,
         steps_done=job.step,
+        cost_usd=cost_usd,
         instruction_excerpt=excerpt,
         created_at=job.created_at,
         finished_at=job.finished_at,

@@ -155,3 +155,8 @@ def print_json(value: Any) -> None:
 def plain(console: Console, text: str, **style: Any) -> None:
     """Text as it is: never read as rich markup, never highlighted."""
     console.print(text, markup=False, highlight=False, soft_wrap=True, **style)
+
+
+def usd(amount: float) -> str:
+    """Dollars to the hundredth of a cent: a step costs cents or less."""
+    return f"${amount:,.4f}"

@@ -33,6 +33,7 @@ from cli.common import (
     print_json,
     table,
     usage_error,
+    usd,
 )
 from models.statuses import JobStatus, Strategy
 
@@ -220,12 +221,13 @@ def list_jobs(
     if not page.items:
         plain(err, "No jobs." if page.total == 0 else f"No jobs past {offset:,} of {page.total:,}.")
         return
-    listing = table("id", "status", "model", "steps", "created (UTC)", "instruction")
+    listing = table("id", "status", "model", "steps", "cost", "created (UTC)", "instruction")
     for job in page.items:
         parent = f" (of {job.parent_id})" if job.parent_id else ""
         model = model_shown(job.model, job.emulator)
+        cost = "–" if job.cost_usd is None else usd(job.cost_usd)
         listing.add_row(
-            f"{job.id}{parent}", job.status, model, f"{job.steps_done:,}", f"{job.created_at:%Y-%m-%d %H:%M}",
+            f"{job.id}{parent}", job.status, model, f"{job.steps_done:,}", cost, f"{job.created_at:%Y-%m-%d %H:%M}",
             job.instruction_excerpt,
         )  # fmt: skip
     out.print(listing)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from cli import catalogue, continuation, demo, documents, jobs, notices, retention, samples, service, tenants
+from cli import catalogue, continuation, demo, documents, jobs, notices, retention, samples, service, tenants, usage
 
 # rich_markup_mode=None: Click's plain help, which wraps the descriptions and keeps every option's name whole in
 # 80 columns (rich's boxed tables cut them: `--max-input-to…`).
@@ -13,6 +13,6 @@ app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode=None,
 )
-for group in (jobs, continuation, notices, documents, catalogue, samples, service, demo, retention):
+for group in (jobs, continuation, notices, documents, catalogue, usage, samples, service, demo, retention):
     app.add_typer(group.app)
 app.add_typer(tenants.app, name="tenant")

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from api.client import ApiUnreachable, EventsRefused, PlimsollClient
 from api.schemas import JobView
-from cli.common import model_shown
+from cli.common import model_shown, usd
 from models.statuses import JobStatus
 
 STATUS_STYLES = {  # the unfinished ones: cyan
@@ -116,9 +116,11 @@ def job_panel(job: JobView, *, problem: str | None = None) -> Panel:
         cleared, dropped = job.last_request.cleared, job.last_request.dropped
         left_out = f", {dropped:,} old messages left out" if dropped else ""
         rows.add_row("Cleared", f"{cleared:,} tool results{left_out}")
-    share, cost = job.usage.cache_read_share, job.usage.cost_vs_uncached
+    if job.cost is not None:
+        rows.add_row("Cost", _cost(job))
+    share, ratio = job.usage.cache_read_share, job.usage.cost_vs_uncached
     reads = "–" if share is None else f"{share:.0%} of input tokens"
-    rows.add_row("Cache reads", reads if cost is None else f"{reads} · input cost {cost:.2f}x uncached")
+    rows.add_row("Cache reads", reads if ratio is None else f"{reads} · {_cache_effect(ratio)}")
     read, total = len(job.progress.documents_read), job.progress.documents_total
     rows.add_row("Documents read", f"{read:,} of {total:,}")
     if (now := job.progress.reading) is not None:
@@ -142,6 +144,25 @@ def job_panel(job: JobView, *, problem: str | None = None) -> Panel:
         rows.add_row("", Text(problem, style="yellow"))
     title = f"Job {job.id} · {model_shown(job.model, job.emulator)} (limit {job.hard_limit:,} tokens)"
     return Panel(rows, title=title, title_align="left", expand=False)
+
+
+def _cost(job: JobView) -> str:
+    """The job's dollars, its subagents' share and the kinds that are not plain steps."""
+    assert job.cost is not None
+    parts = [usd(job.cost.total_usd)]
+    subagents = sum(line.total_usd for line in job.cost.jobs if line.kind == "subagent")
+    if subagents:
+        parts.append(f"{usd(subagents)} of it by subagents")
+    parts += [f"{usd(job.cost.by_kind[k])} {k}" for k in ("compaction", "replan", "wasted") if job.cost.by_kind.get(k)]
+    return " · ".join(parts)
+
+
+def _cache_effect(ratio: float) -> str:
+    """The prompt cache's effect on the input's price: a ratio over 1 means its writes cost more than its reads
+    saved so far, not that the job cost more than it should."""
+    if ratio <= 1:
+        return f"input {1 - ratio:.0%} cheaper than uncached"
+    return f"cache writes so far cost {ratio - 1:.0%} more than they saved"
 
 
 def time_left(job: JobView, now: datetime) -> timedelta | None:

@@ -24,6 +24,7 @@ def create_app(config: EmulatorConfig | None = None) -> Starlette:
             Route("/v1/chat/completions", routes_openai.create_chat_completion, methods=["POST"]),
             Route("/v1/models/{model_id:path}", routes_models.retrieve_model, methods=["GET"]),
             Route("/v1/emulator/stats", routes_admin.get_stats, methods=["GET"]),
+            Route("/v1/emulator/billing", routes_admin.get_billing, methods=["GET"]),
             Route("/v1/emulator/config", routes_admin.get_config, methods=["GET"]),
             Route("/v1/emulator/config", routes_admin.post_config, methods=["POST"]),
             Route("/v1/emulator/reset", routes_admin.post_reset, methods=["POST"]),

@@ -1,6 +1,8 @@
 """The admin API, so one running emulator can serve many tests and benchmark runs.
 
 - ``GET /v1/emulator/stats``: requests, rejections by kind, token totals, and a log of every request.
+- ``GET /v1/emulator/billing``: the billing log, every request the model answered (what a provider bills): its
+  request id, model and usage.
 - ``GET /v1/emulator/config``: the settings in force.
 - ``POST /v1/emulator/config``: change settings, e.g. ``{"limit": 5000, "anxious": true,
   "faults": {"script": ["429", "429"]}, "rate_limits": {"input_tokens_per_minute": 1800000}}``.
@@ -45,6 +47,11 @@ def admin(handler: Handler) -> Handler:
 @admin
 async def get_stats(request: Request) -> Response:
     return JSONResponse(_state(request).stats.as_dict())
+
+
+@admin
+async def get_billing(request: Request) -> Response:
+    return JSONResponse({"requests": _state(request).stats.billing()})
 
 
 @admin

@@ -114,6 +114,8 @@ async def create_message(request: Request) -> Response:
             output_tokens=reply.output_tokens,
             stop_reason=reply.stop_reason,
             at=at,
+            model=conversation.model,
+            request_id=req_id,
         )
     )
     headers = {"request-id": req_id}

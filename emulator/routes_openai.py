@@ -134,6 +134,8 @@ async def create_chat_completion(request: Request) -> Response:
             output_tokens=reply.output_tokens,
             stop_reason=reply.stop_reason,
             at=at,
+            model=conversation.model,
+            request_id=req_id,
         )
     )
     if admission is not None:

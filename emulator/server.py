@@ -84,6 +84,11 @@ class EmulatorServer:
     def stats(self) -> dict[str, Any]:
         return self._admin("GET", "stats")
 
+    def billing(self) -> list[dict[str, Any]]:
+        """The billing log: every request the model answered, with its request id, model and usage."""
+        requests: list[dict[str, Any]] = self._admin("GET", "billing")["requests"]
+        return requests
+
     def reset(self, *, keep_config: bool = False) -> None:
         self._admin("POST", "reset", {"keep_config": keep_config})
         if not keep_config:

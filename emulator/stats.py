@@ -41,6 +41,9 @@ class RequestRecord:
     rejection: str | None = None
     at: float = 0.0
     """When the request was answered, on the emulator's clock (model routes only)."""
+    model: str | None = None
+    request_id: str | None = None
+    """The request-id header it was answered with (a model's answer only), as a provider's bill names it."""
 
 
 @dataclass
@@ -68,3 +71,19 @@ class Stats:
             "cache_write_tokens_total": sum(record.cache_write for record in served),
             "log": [dataclasses.asdict(record) for record in self.records],
         }
+
+    def billing(self) -> list[dict[str, Any]]:
+        """Every request a provider would bill (answered by the model), with its usage split as a bill splits it."""
+        return [
+            {
+                "request_id": record.request_id,
+                "model": record.model,
+                "route": record.route,
+                "uncached_tokens": record.input_tokens - record.cache_read - record.cache_write,
+                "cache_write_tokens": record.cache_write,
+                "cache_read_tokens": record.cache_read,
+                "output_tokens": record.output_tokens,
+            }
+            for record in self.records
+            if record.status == 200 and record.route != COUNT_TOKENS_ROUTE
+        ]

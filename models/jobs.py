@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from models.catalogue import MIN_BUDGET, ModelSpec, Provider, UnknownModel, model_spec, retired_refusal
@@ -201,6 +202,34 @@ def last_step(session: Session, job_id: int) -> Step | None:
 
 def steps_of(session: Session, job_id: int) -> list[Step]:
     return list(session.scalars(select(Step).where(Step.job_id == job_id).order_by(Step.step)))
+
+
+@dataclass(frozen=True)
+class FamilyUse:
+    """What a main job and its subagents have used together of the budget they share."""
+
+    steps: int
+    input_tokens: int
+
+
+def family_use(session: Session, main_job_id: int) -> FamilyUse:
+    """The steps and input tokens (cached or not) of a main job and all its subagents."""
+    steps, tokens = session.execute(
+        select(
+            func.coalesce(func.sum(Job.step), 0),
+            func.coalesce(func.sum(Job.input_tokens + Job.cache_read_tokens + Job.cache_write_tokens), 0),
+        ).where(or_(Job.id == main_job_id, Job.parent_id == main_job_id))
+    ).one()
+    return FamilyUse(int(steps), int(tokens))
+
+
+def shared_limits(job: Job) -> FamilyUse:
+    """How many steps and input tokens ``job``'s main job and its subagents may use together before ``job`` stops:
+    the main job's limits; a subagent leaves room for its main job's report (one step, one request's input), so
+    that the subagents' work reaches it."""
+    if job.parent_id is None:
+        return FamilyUse(job.max_steps, job.max_input_tokens)
+    return FamilyUse(job.max_steps - 1, job.max_input_tokens - job.budget)
 
 
 def children_of(session: Session, job_id: int) -> list[Job]:

@@ -5,6 +5,9 @@ second of them waste."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 
 from sqlalchemy import func, select
@@ -35,6 +38,8 @@ def record_charge(
     read: int,
     output: int,
     cache_ttl_seconds: float,
+    delivery: str | None = None,
+    request_id: str | None = None,
 ) -> Charge:
     cost = cost_of(
         prices, uncached=uncached, written=written, read=read, output=output, cache_ttl_seconds=cache_ttl_seconds
@@ -61,6 +66,8 @@ def record_charge(
         cache_read_usd=cost.cache_read,
         output_usd=cost.output,
         total_usd=cost.total,
+        delivery=delivery,
+        request_id=request_id,
     )
     session.add(charge)
     return charge
@@ -70,3 +77,94 @@ def spent_by_main_job(session: Session, main_job_id: int) -> Decimal:
     """USD a main job and its subagents have been billed, waste included."""
     total = session.scalar(select(func.sum(Charge.total_usd)).where(Charge.main_job_id == main_job_id))
     return Decimal(total or 0)
+
+
+def spent_by_jobs(session: Session, jobs: Iterable[Job]) -> dict[int, Decimal]:
+    """USD each job cost: a main job with its subagents, a subagent its own requests."""
+    jobs = list(jobs)
+    mains = [j.id for j in jobs if j.parent_id is None]
+    parts = [j.id for j in jobs if j.parent_id is not None]
+    spent: dict[int, Decimal] = {j.id: Decimal(0) for j in jobs}
+    for column, ids in ((Charge.main_job_id, mains), (Charge.job_id, parts)):
+        if ids:
+            rows = session.execute(select(column, func.sum(Charge.total_usd)).where(column.in_(ids)).group_by(column))
+            spent.update({job_id: Decimal(total) for job_id, total in rows})
+    return spent
+
+
+@dataclass
+class Spent:
+    """USD billed, split as a provider bills it and by kind, over some charges."""
+
+    uncached: Decimal = Decimal(0)
+    cache_write: Decimal = Decimal(0)
+    cache_read: Decimal = Decimal(0)
+    output: Decimal = Decimal(0)
+    requests: int = 0
+    by_kind: dict[str, Decimal] = field(default_factory=dict)
+
+    @property
+    def total(self) -> Decimal:
+        return self.uncached + self.cache_write + self.cache_read + self.output
+
+    def add(self, charge: Charge) -> None:
+        self.uncached += charge.uncached_usd
+        self.cache_write += charge.cache_write_usd
+        self.cache_read += charge.cache_read_usd
+        self.output += charge.output_usd
+        self.requests += charge.kind != ChargeKind.REFUSED
+        self.by_kind[charge.kind] = self.by_kind.get(charge.kind, Decimal(0)) + charge.total_usd
+
+
+def job_spending(session: Session, job: Job) -> tuple[Spent, dict[int, Spent]]:
+    """What a job cost: a main job with its subagents, and each one's own line (the main job's first); a
+    subagent, its own requests only (and no lines)."""
+    if job.parent_id is not None:
+        return _spent(session.scalars(select(Charge).where(Charge.job_id == job.id))), {}
+    total, lines = Spent(), {job.id: Spent()}
+    for charge in session.scalars(select(Charge).where(Charge.main_job_id == job.id).order_by(Charge.id)):
+        total.add(charge)
+        lines.setdefault(charge.job_id, Spent()).add(charge)
+    return total, lines
+
+
+@dataclass
+class UsageReport:
+    """A tenant's spending over a range of days (UTC), in all, by day, by month, by model and by main job."""
+
+    total: Spent = field(default_factory=Spent)
+    days: dict[date, Spent] = field(default_factory=dict)
+    months: dict[str, Spent] = field(default_factory=dict)  # "2026-12"
+    models: dict[str, Spent] = field(default_factory=dict)
+    jobs: dict[int, Spent] = field(default_factory=dict)  # by main job
+
+
+def usage_report(session: Session, tenant_id: int, first: date, last: date) -> UsageReport:
+    """The tenant's charges from day ``first`` through day ``last`` (UTC), gathered."""
+    start = datetime.combine(first, time(), UTC)
+    end = datetime.combine(last + timedelta(days=1), time(), UTC)
+    charges = session.scalars(
+        select(Charge)
+        .where(Charge.tenant_id == tenant_id, Charge.created_at >= start, Charge.created_at < end)
+        .order_by(Charge.created_at, Charge.id)
+    )
+    report = UsageReport()
+    for charge in charges:
+        at = charge.created_at if charge.created_at.tzinfo else charge.created_at.replace(tzinfo=UTC)  # SQLite
+        day = at.astimezone(UTC).date()
+        for spent in (
+            report.total,
+            report.days.setdefault(day, Spent()),
+            report.months.setdefault(f"{day:%Y-%m}", Spent()),
+            report.models.setdefault(charge.model, Spent()),
+            report.jobs.setdefault(charge.main_job_id, Spent()),
+        ):
+            spent.add(charge)
+    return report
+
+
+def _spent(charges: Iterable[Charge]) -> Spent:
+    spent = Spent()
+    for charge in charges:
+        spent.add(charge)
+    return spent

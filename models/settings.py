@@ -110,6 +110,11 @@ class Settings(BaseSettings):
     # Requests to the API per API key per minute (0: no limit), counted in the shared Redis (the limiter's, else
     # the broker's); without one (the embedded service) there is no limit.
     requests_per_minute_per_key: int = Field(default=600, ge=0)
+    # Subagents: how many a main job may start in all, and in one reply's delegate calls; a call over either gets
+    # a tool result saying so (the agent goes on). A main job and its subagents share its limits of steps and
+    # input tokens (a subagent leaves room for its main job's answer).
+    max_subagents_per_job: int = Field(default=20, ge=0)
+    max_subagents_per_call: int = Field(default=10, ge=0)
     max_identical_tool_calls: int = 3  # the agent is warned at this many identical calls; one more ends the job
     # A tool result that is a page of a stored document is stored as a reference to the page (its document, range
     # and sha256), not as a copy of its text (models/pages.py); false stores the text in every message, as before.

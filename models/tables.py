@@ -395,6 +395,11 @@ class Charge(Base):
     cache_read_usd: Mapped[Decimal] = mapped_column(Usd, default=Decimal(0))
     output_usd: Mapped[Decimal] = mapped_column(Usd, default=Decimal(0))
     total_usd: Mapped[Decimal] = mapped_column(Usd, default=Decimal(0))
+    delivery: Mapped[str | None] = mapped_column(String(32))  # the delivery of the step that sent it (its lease owner)
+    request_id: Mapped[str | None] = mapped_column(String(200))  # the provider's id of the request, where it gives one
     created_at: Mapped[datetime] = mapped_column(default=now)
 
-    __table_args__ = (Index("ix_charges_tenant_created", "tenant_id", "created_at"),)
+    __table_args__ = (
+        Index("ix_charges_tenant_created", "tenant_id", "created_at"),
+        Index("ix_charges_job_step", "job_id", "step"),
+    )

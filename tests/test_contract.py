@@ -132,7 +132,7 @@ def make_every_shape(contract: Contract, database: Database, emulator: EmulatorS
     # A job out of steps winds down and ends incomplete; without the wind-down (a reproduction) it fails.
     with environment({"PLIMSOLL_ALLOW_REPRODUCTIONS": "true"}):
         jobs["failed"] = submit(english(1, 600, "failed"), max_steps=1, wind_down=False)
-    # The step limit holds for each subagent: four steps do not read a group of ten chapters.
+    # A main job and its subagents share its step limit: four steps do not read two groups of ten chapters.
     jobs["incomplete"] = submit(english(20, 600, "incomplete"), max_steps=4)
     jobs["cancelled"] = submit(english(12, 600, "cancel"))
     # cancelled once it has subagents
@@ -174,6 +174,7 @@ def read_every_listing(contract: Contract, jobs: dict[str, int]) -> None:
     contract.read(lambda: client.document(documents.items[0].id))
     contract.read(lambda: client.notices())
     contract.read(client.models)
+    contract.read(client.usage)
     contract.read(client.health)
 
 

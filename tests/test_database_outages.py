@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 import redis
+from sqlalchemy import select, update
 from sqlalchemy.engine import make_url
 
 from emulator import EmulatorServer
 from models.db import Database
+from models.ledger import ChargeKind
 from models.settings import Settings
+from models.tables import Charge, Job
 from testbed.stack import REDIS_URL
 from tests.fixtures_emulator import TEST_API_KEY
 from tests.support_worker import Held, in_thread, new_job, services
 from tests.tcp_proxy import CuttableProxy
+from worker.names import UNRECORDED_CHARGES
 from worker.outages import DatabaseUnavailable, first_report_of_outage, gives_up_on_outage, outage_over
 from worker.providers import AnthropicProvider
 from worker.step import run_step
@@ -69,6 +74,49 @@ def test_a_paid_reply_dropped_after_the_wait_is_logged_with_its_usage(
     dropped = [r.getMessage() for r in caplog.records if "a paid reply to step 0 was dropped" in r.getMessage()]
     assert len(dropped) == 1 and "output" in dropped[0] and "input" in dropped[0]
     assert "Alpha" not in dropped[0]  # usage only, never user text
+
+
+def test_a_dropped_replys_charge_is_kept_in_redis_and_recorded_as_waste_once_the_database_is_back(
+    database: Database, emulator_reset: EmulatorServer, client: redis.Redis
+) -> None:
+    client.delete(UNRECORDED_CHARGES)
+    url = make_url(database.url)
+    with CuttableProxy((url.host or "127.0.0.1", url.port or 5432)) as proxy:
+        through_proxy = Database(url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False))
+        provider = Held(AnthropicProvider(api_key=TEST_API_KEY, base_url=emulator_reset.base_url))
+        job_id = new_job(through_proxy, {"a.txt": "Alpha."})
+        steps = replace(services(through_proxy, provider, [], store_retry_seconds=2), redis=client)
+        errors: list[BaseException] = []
+
+        def step() -> object:
+            try:
+                return run_step(job_id, steps)
+            except DatabaseUnavailable as error:
+                errors.append(error)
+                return None
+
+        thread, _ = in_thread(step)
+        assert provider.sending.wait(30)
+        proxy.cut()
+        provider.gate.set()
+        thread.join(timeout=60)
+        proxy.restore()
+        through_proxy.dispose()
+    assert len(errors) == 1 and client.llen(UNRECORDED_CHARGES) == 1
+    with database.session() as session:  # the dropped delivery's lease lapses; the reconciler hands the step on
+        session.execute(update(Job).where(Job.id == job_id).values(lease_owner=None, lease_until=None))
+    direct = AnthropicProvider(api_key=TEST_API_KEY, base_url=emulator_reset.base_url)
+    assert run_step(job_id, replace(services(database, direct, []), redis=client)).action == "continued"  # redelivered
+
+    assert client.llen(UNRECORDED_CHARGES) == 0
+    with database.session() as session:
+        charges = list(session.scalars(select(Charge).where(Charge.job_id == job_id).order_by(Charge.id)))
+    billed = emulator_reset.billing()
+    assert [(c.kind, c.request_id) for c in charges] == [
+        (ChargeKind.STEP, billed[1]["request_id"]),
+        (ChargeKind.WASTED, billed[0]["request_id"]),  # the same request, paid twice: the first reply was dropped
+    ]
+    assert charges[1].total_usd == charges[0].total_usd > 0
 
 
 def test_a_delivery_waits_out_a_short_outage_however_its_retries_fall() -> None:

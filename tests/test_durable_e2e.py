@@ -66,13 +66,32 @@ def test_a_step_whose_message_was_lost_is_queued_again_by_the_reconciler(
     assert job.status == JobStatus.SUCCEEDED, job.error
 
 
-def test_a_main_job_whose_subagents_did_not_finish_ends_incomplete_with_a_notice(
+def test_subagents_near_the_steps_their_main_job_shares_with_them_answer_early_and_leave_it_its_report(
     database: Database, emulator_reset: EmulatorServer
 ) -> None:
-    # The step limit set on the main job holds for each subagent: four steps do not read ten chapters (the
-    # emulator's agent hands out groups of ten), while the main job needs two (delegate, then report).
+    # The same job with the default wind-down: the subagents are told at once how few steps the three of them
+    # have left, answer from what they have, and the main job still has the step for its report.
     texts = {c.name: c.text for c in chapters(20, chars=2_000, languages=("en",))}
     job_id = submit(database, texts, budget=30_000, max_steps=4)
+    job = wait_for(database, job_id, timeout=120)
+
+    with database.session() as session:
+        children = list(session.scalars(select(Job).where(Job.parent_id == job_id)))
+    assert job.status == JobStatus.INCOMPLETE and job.final_answer, job.error
+    assert len(children) == 2 and {c.status for c in children} == {JobStatus.INCOMPLETE}
+    assert all(c.final_answer for c in children)
+    assert sum(c.step for c in children) + job.step <= 4
+
+
+def test_a_main_job_whose_subagents_did_not_finish_ends_incomplete_with_a_notice(
+    database: Database, emulator_reset: EmulatorServer, allow_reproductions: None
+) -> None:
+    # The step limit set on the main job holds for it and its subagents together, a subagent leaving one step for
+    # the main job's report: four steps do not read ten chapters (the emulator's agent hands out groups of ten),
+    # while the main job needs two (delegate, then report). Without the wind-down (a reproduction), the subagents
+    # are cut off at the limit rather than told to answer early.
+    texts = {c.name: c.text for c in chapters(20, chars=2_000, languages=("en",))}
+    job_id = submit(database, texts, budget=30_000, max_steps=4, wind_down=False)
     job = wait_for(database, job_id, timeout=120)
 
     assert job.status == JobStatus.INCOMPLETE, job.error
@@ -82,5 +101,6 @@ def test_a_main_job_whose_subagents_did_not_finish_ends_incomplete_with_a_notice
         notices = list(session.scalars(select(Notice.text).where(Notice.job_id == job_id)))
     assert len(children) == 2 and {c.status for c in children} == {JobStatus.FAILED}
     assert len(notices) == 1
-    why = "it stopped before it finished: stopped after 4 steps, the limit of this job"
-    assert all(f"subagent {c.id} ({why})" in notices[0] for c in children)
+    why = "it stopped before it finished: stopped after 3 steps, the limit this job shares with its main job"
+    assert all(f"subagent {c.id} ({why}" in notices[0] for c in children)
+    assert sum(c.step for c in children) + job.step == 4  # two steps of the main job, two of its subagents

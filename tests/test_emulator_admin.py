@@ -12,6 +12,7 @@ from emulator import EmulatorConfig, EmulatorServer
 KEY = "admin-test-key"
 ADMIN_ROUTES = [
     ("GET", "stats", None),
+    ("GET", "billing", None),
     ("GET", "config", None),
     ("POST", "config", {"anxious": True}),
     ("POST", "reset", {}),

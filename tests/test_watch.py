@@ -22,7 +22,7 @@ def job(status: str = "running", read: int = 3, total: int = 12, **fields: Any) 
         "progress": {"steps_done": 5, "documents_total": total, "documents_read": [f"{n}.txt" for n in range(read)]},
         "usage": {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0,
                   "cache_read_share": None},
-        "limits": {"max_steps": 1000, "max_input_tokens": 50_000_000, "max_cost_usd": 250.0, "wind_down": True},
+        "limits": {"max_steps": 1000, "max_input_tokens": 50_000_000, "max_cost_usd": 250, "wind_down": True},
         "created_at": STARTED, "updated_at": STARTED, "started_at": STARTED, "finished_at": None, "children": [],
     }  # fmt: skip
     return JobView.model_validate({**view, **fields})
@@ -56,3 +56,16 @@ def test_the_panel_shows_the_page_of_a_long_document_being_read() -> None:
     console.print(job_panel(job(progress={**progress, "reading": reading})))
     text = console.export_text()
     assert "Reading" in text and "doc 3 of 5 (long.txt), page 87 of about 208" in text
+
+
+def test_the_cache_line_says_what_the_ratio_means_not_that_the_job_cost_more() -> None:
+    def cache_line(ratio: float) -> str:
+        usage = {"input_tokens": 100, "output_tokens": 10, "cache_read_tokens": 700, "cache_write_tokens": 200,
+                 "cache_read_share": 0.7, "cost_vs_uncached": ratio}  # fmt: skip
+        console = Console(record=True, width=160)
+        console.print(job_panel(job(usage=usage)))
+        return next(line for line in console.export_text().splitlines() if "Cache reads" in line)
+
+    assert "70% of input tokens · input 69% cheaper than uncached" in cache_line(0.31)
+    assert "cache writes so far cost 19% more than they saved" in cache_line(1.19)
+    assert "x uncached" not in cache_line(1.19)

@@ -6,6 +6,8 @@ the worker's processes share (set it before the worker starts; one folder per ho
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from prometheus_client import Counter, Histogram
 
 from worker.providers.base import Usage
@@ -31,6 +33,9 @@ CAPACITY_WAIT_HELD = Histogram(
     ["cause"],
     buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60),
 )
+# Counted once per request, with its final kind (a reply found wasted by the delivery that sent it counts as
+# wasted); the ledger (models/ledger.py) is the record, this the running view of it.
+COST = Counter("plimsoll_cost_usd", "USD the provider billed for model requests, by model and kind", ["model", "kind"])
 REQUEUED = Counter(
     "plimsoll_reconciler_requeued_total", "Jobs the reconciler queued again, by what held them", ["held"]
 )
@@ -55,3 +60,7 @@ def count_usage(usage: Usage) -> None:
     TOKENS.labels("cache_read").inc(usage.cache_read_tokens)
     TOKENS.labels("cache_write").inc(usage.cache_write_tokens)
     TOKENS.labels("output").inc(usage.output_tokens)
+
+
+def count_cost(model: str, kind: str, usd: Decimal) -> None:
+    COST.labels(model, kind).inc(float(usd))

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from models.budgets import Budgets, Scope, job_scope, tenant_scopes
 from models.costs import worst_case
+from models.jobs import FamilyUse, shared_limits
 from models.limits import tenant_limits
 from models.pricing import Prices, Unpriced, prices_of
 from models.settings import Settings
@@ -55,12 +56,17 @@ class Left:
     told: str  # what is left, in words
 
 
-def nearly_spent(job: Job, money: Money, budgets: Budgets | None, *, expected_input: int, within: int) -> Left | None:
-    """The budget of ``job`` nearest its end, if it holds ``within`` more steps or fewer (at the average so far)."""
+def nearly_spent(
+    job: Job, used: FamilyUse, money: Money, budgets: Budgets | None, *, expected_input: int, within: int
+) -> Left | None:
+    """The budget of ``job`` nearest its end, if it holds ``within`` more steps or fewer (at the average so far).
+    ``used``: what the job's main job and its subagents have used of the steps and input tokens they share."""
     if within <= 0 or not job.wind_down:
         return None
-    found = [Left("steps", job.max_steps - job.step, f"{job.max_steps - job.step:,} of its {job.max_steps:,} steps")]
-    tokens_left = job.max_input_tokens - job.total_input_tokens
+    limits = shared_limits(job)
+    steps_left = max(0, limits.steps - used.steps)
+    found = [Left("steps", steps_left, f"{steps_left:,} of its {job.max_steps:,} steps")]
+    tokens_left = max(0, limits.input_tokens - used.input_tokens)
     per_step = max(expected_input, job.total_input_tokens // max(1, job.step))
     found.append(
         Left("tokens", tokens_left // max(1, per_step), f"{tokens_left:,} of its {job.max_input_tokens:,} input tokens")

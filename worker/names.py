@@ -12,3 +12,4 @@ RETENTION_TASK = "plimsoll.retention_sweep"  # a retention sweep, sent by Celery
 RATE_LIMIT_KEYS = "plimsoll:ratelimit:"  # admission's limit groups: {provider/model-class@host}:limits, :line, ...
 OUTAGE_KEY = "plimsoll:outage:database"  # a database outage already reported to Sentry (worker/outages.py)
 SCHEDULER_LOCK = "plimsoll:scheduler"  # which beat runs the reconciler, per step queue (worker/scheduler.py)
+UNRECORDED_CHARGES = "plimsoll:charges:unrecorded"  # paid replies' charges kept through a database outage

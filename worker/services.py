@@ -48,10 +48,12 @@ def shared_redis(settings: Settings) -> redis.Redis | None:
     return redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0) if url else None
 
 
-def limiter(settings: Settings) -> Limiter | None:
+def limiter(settings: Settings, client: redis.Redis | None = None) -> Limiter | None:
     """The shared admission limiter; None when admission is off or there is no Redis to share (the in-process
     queue, a RabbitMQ broker without PLIMSOLL_LIMITER_URL)."""
-    client = shared_redis(settings) if settings.admission and settings.queue == "celery" else None
+    if not (settings.admission and settings.queue == "celery"):
+        return None
+    client = client or shared_redis(settings)
     return Limiter(client, settings.rate_limits) if client is not None else None
 
 
@@ -73,11 +75,13 @@ def budgets(settings: Settings, database: Database) -> Budgets | None:
 def make_services(enqueue: Enqueue, *, settings: Settings | None = None, database: Database | None = None) -> Services:
     settings = settings or get_settings()
     database = database or get_database()
+    client = shared_redis(settings) if settings.queue == "celery" else None
     return Services(
         database=database,
         settings=settings,
         provider_for=providers(settings),
         enqueue=enqueue,
-        limiter=limiter(settings),
+        limiter=limiter(settings, client),
         budgets=budgets(settings, database),
+        redis=client,
     )

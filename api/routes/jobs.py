@@ -32,6 +32,7 @@ from models.endpoints import host_of
 from models.errors import Conflict, InvalidInput
 from models.history import summaries_of
 from models.jobs import create_job, end_job, job_of
+from models.ledger import spent_by_jobs
 from models.pages import expanded
 from models.retention import require_history, set_hold
 from models.settings import get_settings
@@ -124,7 +125,8 @@ def list_jobs(
     """The tenant's jobs, newest first."""
     query = jobs_query(tenant_id=tenant.id, kind=kind, status=job_status)
     rows, total = page_of(session, query, offset=window.offset, limit=window.limit)
-    return page([job_summary(job) for job in rows], total, window)
+    costs = spent_by_jobs(session, rows)
+    return page([job_summary(job, float(costs[job.id])) for job in rows], total, window)
 
 
 @router.get("/{job_id}")

@@ -61,7 +61,7 @@ class AnthropicProvider:
                 headers = stream.response.headers
         except (anthropic.APIError, httpx2.TransportError) as exc:  # a stream cut short raises the transport's
             raise classify(exc, PROVIDER) from exc
-        return checked_reply(_reply(message, stated_limits(headers)), PROVIDER)
+        return checked_reply(_reply(message, stated_limits(headers), headers.get("request-id")), PROVIDER)
 
     def model_limits(self, model: str) -> tuple[int, int] | None:
         """(context window, output limit) as the Models API gives them, or None where it does not say."""
@@ -74,7 +74,7 @@ class AnthropicProvider:
         return info.max_input_tokens, info.max_tokens
 
 
-def _reply(message: anthropic.types.Message, limits: Mapping[str, Budget]) -> Reply:
+def _reply(message: anthropic.types.Message, limits: Mapping[str, Budget], request_id: str | None) -> Reply:
     usage = message.usage
     return Reply(
         content=[_block(block) for block in message.content],
@@ -87,6 +87,7 @@ def _reply(message: anthropic.types.Message, limits: Mapping[str, Budget]) -> Re
         ),
         model=message.model,
         limits=limits,
+        request_id=request_id,
     )
 
 

@@ -50,6 +50,8 @@ class Reply:
     model: str
     limits: Mapping[str, Budget] = field(default_factory=dict)
     """The provider's rate limits as this answer's headers state them (empty: it states none)."""
+    request_id: str | None = None
+    """The provider's id of the request (its request-id header), which its billing names it by."""
 
 
 class Provider(Protocol):

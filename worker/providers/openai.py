@@ -57,10 +57,10 @@ class OpenAIProvider:
             completion = raw.parse()
         except openai.APIError as exc:
             raise classify(exc, PROVIDER) from exc
-        return checked_reply(_reply(completion, stated_limits(raw.headers)), PROVIDER)
+        return checked_reply(_reply(completion, stated_limits(raw.headers), raw.headers.get("x-request-id")), PROVIDER)
 
 
-def _reply(completion: ChatCompletion, limits: Mapping[str, Budget]) -> Reply:
+def _reply(completion: ChatCompletion, limits: Mapping[str, Budget], request_id: str | None) -> Reply:
     choice = completion.choices[0]
     message = choice.message
     content: list[dict[str, Any]] = []
@@ -76,6 +76,7 @@ def _reply(completion: ChatCompletion, limits: Mapping[str, Budget]) -> Reply:
         usage=_usage(completion),
         model=completion.model,
         limits=limits,
+        request_id=request_id,
     )
 
 

@@ -9,7 +9,7 @@ import logging
 from sqlalchemy.orm import Session
 
 from models.events import EventType, record
-from models.jobs import end_job
+from models.jobs import FamilyUse, end_job, family_use, shared_limits
 from models.model_facts import endpoint_of, learned_limits
 from models.statuses import CALIBRATED
 from models.tables import Job, JobStatus, now
@@ -60,9 +60,10 @@ def begin(session: Session, job_id: int, step: int | None, owner: str, services:
     if _parent_gone(session, job):
         end_job(session, job, JobStatus.CANCELLED, error="the main job was cancelled or has ended")
         return Decided(Outcome(job_id, "finished", job.step, job.status))
-    if job.step >= job.max_steps:
-        steps = f"{job.step} step{'' if job.step == 1 else 's'}"
-        return stop(session, job, f"stopped after {steps}, the limit of this job", "steps", steps=job.step)
+    used, limits = family_use(session, job.parent_id or job.id), shared_limits(job)
+    if used.steps >= limits.steps:
+        steps = f"{used.steps} step{'' if used.steps == 1 else 's'}"
+        return stop(session, job, f"stopped after {steps}, the limit {_whose(job, used)}", "steps", steps=used.steps)
     if job.status == JobStatus.QUEUED:
         if over_cap(session, job, settings):  # parked: the end of one of its tenant's jobs queues it
             park(job)
@@ -82,10 +83,22 @@ def begin(session: Session, job_id: int, step: int | None, owner: str, services:
         release(job, seconds=settings.lease_seconds)
         return Decided(Outcome(job_id, "waiting", job.step, job.status))
     expected = int(planned.chosen.tokens * planned.factor)
-    if job.total_input_tokens + expected > job.max_input_tokens:
-        why = f"stopped before exceeding {job.max_input_tokens:,} input tokens, the limit of this job"
+    if used.input_tokens + expected > limits.input_tokens:
+        why = f"stopped before exceeding {job.max_input_tokens:,} input tokens, the limit {_whose(job, used)}"
         return stop(session, job, why, "tokens", tokens=job.max_input_tokens, carried=planned.carried)
     return planned
+
+
+def _whose(job: Job, used: FamilyUse) -> str:
+    """Whose limit it is, in the notice: one job's, or a main job's and its subagents' together."""
+    alone = job.parent_id is None and used.steps == job.step and used.input_tokens == job.total_input_tokens
+    return (
+        "of this job"
+        if alone
+        else "this job shares with its main job and the other subagents"
+        if job.parent_id
+        else "this job shares with its subagents"
+    )
 
 
 def current(session: Session, job_id: int, step: int) -> Job | Decided:

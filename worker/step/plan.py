@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from models.endpoints import host_of
-from models.jobs import last_step
+from models.jobs import family_use, last_step
 from models.statuses import CALIBRATED
 from models.tables import Job, Step, Strategy, now
 from plimsoll import CacheView, Calibrator, DoesNotFit, Outline, Plan, estimate_tokens, get_profile, outline
@@ -52,7 +52,7 @@ def prepare(session: Session, job: Job, services: Services) -> Planned | None:
     outlines = index.outlines
     carried: list[dict[str, Any]] = []
     if outlines[-1].role == "assistant" and outlines[-1].tool_uses:
-        results = delegate_results(session, job, outlines[-1].tool_uses, len(outlines) - 1)
+        results = delegate_results(session, job, outlines[-1].tool_uses, len(outlines) - 1, services.settings)
         if results is None:
             return None
         carried = [results]
@@ -88,7 +88,8 @@ def prepare(session: Session, job: Job, services: Services) -> Planned | None:
     request, left = composed.request, None
     if composed.compaction is None:
         within = services.settings.wind_down_steps
-        left = nearly_spent(job, money, services.budgets, expected_input=expected, within=within)
+        used = family_use(session, job.parent_id or job.id)
+        left = nearly_spent(job, used, money, services.budgets, expected_input=expected, within=within)
         request = request if left is None else with_note(request, left)
     return Planned(
         step=job.step,

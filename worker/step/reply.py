@@ -19,12 +19,13 @@ from models.tables import Job, JobStatus, Message
 from worker.lease import release
 from worker.providers.base import Reply
 from worker.runaway import Repeats, count_calls, fingerprint, with_warning
+from worker.step.charges import discarded_here, used_here
 from worker.step.claim import current
 from worker.step.endings import budget_notice, needed_budget, stop, usd
 from worker.step.records import notify, observe, record_step, step_record
 from worker.step.results import Decided, Outcome, Planned, Wake
 from worker.step.services import Services
-from worker.step.subagents import finish_with_parts, start_subagent, wake_parent
+from worker.step.subagents import finish_with_parts, over_the_cap, start_subagent, wake_parent, within_caps
 from worker.step.summary import compaction_done
 from worker.tools import Delegation, result, run_tool
 
@@ -40,7 +41,9 @@ def answered(
     that follows, not while the step stores its messages (every step of the fleet would wait for it)."""
     job = current(session, job_id, planned.step)
     if isinstance(job, Decided):
+        discarded_here(session, job_id, planned)
         return job
+    used_here(session, job, planned)
     calibrated = job.strategy in CALIBRATED and planned.chosen.tokens > 0
     if calibrated:
         observe(session, job, estimated=planned.chosen.tokens, reported=reply.usage.total_input, model=False)
@@ -111,9 +114,14 @@ def _tool_calls(
     limit = services.settings.max_identical_tool_calls
     outputs = [run_tool(session, job, call) for call in calls]
     delegations = [o for o in outputs if isinstance(o, Delegation)]
-    if delegations:
+    starting = delegations[: within_caps(session, job, delegations, services.settings)]
+    outputs = [
+        o if not isinstance(o, Delegation) or o in starting else over_the_cap(o.tool_use_id, services.settings)
+        for o in outputs
+    ]
+    if starting:  # the others' results are given with the subagents' (worker/step/subagents.py)
         append_messages(session, job, new_messages, step=step)
-        return [(start_subagent(session, job, d).id, 0, None) for d in delegations]
+        return [(start_subagent(session, job, d).id, 0, None) for d in starting]
     results = [
         with_warning(o, tool=c.get("name", "?"), times=limit) if c["id"] in repeats.warn else o
         for c, o in zip(calls, outputs, strict=True)

@@ -85,3 +85,4 @@ class Planned:
     prices: Prices | None = None  # what it is charged at (None: the model has no price; no money is held)
     worst_usd: Decimal = Decimal(0)  # its worst case (models.costs.worst_case), held in ``spends`` before sending
     wind_down: str | None = None  # which budget is nearly spent ("money", "steps", "tokens"), the agent told so
+    delivery: str = ""  # the delivery that planned it (its lease owner), which the ledger charges it to

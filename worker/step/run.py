@@ -12,12 +12,14 @@ from functools import partial
 
 from sqlalchemy.orm import Session
 
+from models.ledger import ChargeKind
 from models.statuses import CALIBRATED
 from models.tables import Job
 from worker.errors import ProviderError, RateLimited, TooLong
-from worker.metrics import CAPACITY_WAIT_HELD, RATE_LIMIT_WAITS, STEP_PHASES
+from worker.metrics import CAPACITY_WAIT_HELD, RATE_LIMIT_WAITS, STEP_PHASES, count_cost
 from worker.outages import DatabaseUnavailable, in_transaction
 from worker.providers.base import Reply
+from worker.step.charges import charge_refusal, charge_reply
 from worker.step.claim import begin, learn_limits_first
 from worker.step.endings import internal_error
 from worker.step.reply import answered
@@ -44,7 +46,7 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
         begun = in_transaction(services.database, lambda session: begin(session, job_id, step, owner, services))
     if isinstance(begun, Decided):
         return after_commit(begun, services)
-    planned = replace(begun, seconds=time.perf_counter() - started)
+    planned = replace(begun, seconds=time.perf_counter() - started, delivery=owner)
     with STEP_PHASES.labels("admission").time():  # the money it may spend held, then its share of the rate limits
         held = hold(planned, job_id, owner, services)
         waiting = admit(planned, job_id, owner, services) if isinstance(held, Hold) or held is None else None
@@ -87,6 +89,7 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
         return outcome
     storing = time.perf_counter()
     try:
+        charged = charge_reply(planned, answer.usage, answer.request_id, job_id=job_id, services=services)
         with STEP_PHASES.labels("store").time():
             stored = store_surviving_outages(
                 services,
@@ -101,19 +104,28 @@ def run_step(job_id: int, services: Services, *, step: int | None = None) -> Out
             usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens,
         )  # fmt: skip
         raise
+    if charged is not None:  # the reply is used, unless the step was done meanwhile or its job ended: then wasted
+        kind = ChargeKind.WASTED if stored.outcome.action == "skipped" else charged.kind
+        count_cost(charged.model, kind, charged.usd)
     return after_commit(stored, services)
 
 
 def _sent(
     planned: Planned, job_id: int, owner: str, services: Services, held: Hold | None
 ) -> tuple[Reply | ProviderError, float]:
-    """Send the request; its hold in the money budgets becomes what the reply cost, or is given back."""
+    """Send the request; its hold in the money budgets becomes what the reply cost, or is given back. A request
+    the provider refused (a 429, too long) is charged 0 in the ledger."""
     try:
         answer, answered_at = send(planned, job_id, owner, services)
     except BaseException:
         settle(held, services, None)
         raise
     settle(held, services, answer.usage if isinstance(answer, Reply) else None)
+    if isinstance(answer, RateLimited | TooLong):
+        try:
+            charge_refusal(planned, job_id=job_id, services=services)
+        except DatabaseUnavailable:
+            logger.warning("job %s: a refused request of step %s was not recorded (0 USD)", job_id, planned.step)
     return answer, answered_at
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import redis
 import sentry_sdk
 from sqlalchemy.orm import Session
 
@@ -34,6 +35,7 @@ class Services:
     limiter: Limiter | None = None  # admission under the provider's rate limits (None: send at once)
     budgets: Budgets | None = None  # the shared money budgets (None: no shared Redis, budgets not enforced)
     histories: HistoryCache = field(default_factory=HistoryCache)  # what this process read of the jobs' histories
+    redis: redis.Redis | None = None  # the Redis every worker shares (None: none), which keeps charges through outages
 
 
 def store_surviving_outages(services: Services, work: Callable[[Session], T]) -> T:

@@ -10,12 +10,30 @@ from sqlalchemy.orm import Session
 from models.history import message_bodies
 from models.jobs import children_of, create_job, end_job
 from models.options import JobOptions
+from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus
 from plimsoll.handover import how_it_ended
 from plimsoll.notices import stopped_notice
 from worker.step.records import notify
 from worker.step.results import Wake
 from worker.tools import Delegation, result, run_tool
+
+
+def within_caps(session: Session, job: Job, delegations: Sequence[Delegation], settings: Settings) -> int:
+    """How many of a reply's delegations may start subagents: at most ``max_subagents_per_call`` of them, and
+    no more than the main job has left of ``max_subagents_per_job``. The first ones start."""
+    left = settings.max_subagents_per_job - len(children_of(session, job.id))
+    return max(0, min(len(delegations), settings.max_subagents_per_call, left))
+
+
+def over_the_cap(tool_use_id: str, settings: Settings) -> dict[str, Any]:
+    """The result of a delegate call that started no subagent: the agent reads why, and goes on."""
+    text = (
+        f"Not started: a job may start at most {settings.max_subagents_per_call} subagents in one reply and "
+        f"{settings.max_subagents_per_job} in all. Do this part yourself, or delegate it later if the job has "
+        "subagents left."
+    )
+    return result(tool_use_id, text, error=True)
 
 
 def start_subagent(session: Session, job: Job, delegation: Delegation) -> Job:
@@ -31,14 +49,17 @@ def start_subagent(session: Session, job: Job, delegation: Delegation) -> Job:
     )
 
 
-def delegate_results(session: Session, job: Job, calls: Sequence[str], seq: int) -> dict[str, Any] | None:
+def delegate_results(
+    session: Session, job: Job, calls: Sequence[str], seq: int, settings: Settings
+) -> dict[str, Any] | None:
     """The results message answering a message of delegate calls, or None while a subagent still works."""
     children = {child.parent_tool_use_id: child for child in children_of(session, job.id)}
     blocks = []
     for call in calls:
         child = children.get(call)
-        if child is None:  # not a delegation: a tool that ran beside one, run again now
-            blocks.append(run_tool(session, job, _stored_call(session, job, seq, call)))
+        if child is None:  # a tool that ran beside a delegation, run again now, or a delegation over the caps
+            ran = run_tool(session, job, _stored_call(session, job, seq, call))
+            blocks.append(over_the_cap(call, settings) if isinstance(ran, Delegation) else ran)
             continue
         status = child.status
         if not status.finished:

@@ -67,4 +67,4 @@ def replanned(
         raise RuntimeError(f"job {job_id}: a re-plan found the job waiting")
     if again.chosen.tokens * again.factor >= error.tokens:  # never the same request again
         return failed(session, job, error, services, planned=planned)
-    return replace(again, rejected=rejected, seconds=planned.seconds)
+    return replace(again, rejected=rejected, seconds=planned.seconds, delivery=planned.delivery)
