@@ -10,9 +10,11 @@ from api.deps import Enqueue
 from api.errors import install_error_handlers
 from api.idempotency import Answered, Idempotency, answered
 from api.limits import BodyLimit
-from api.routes import continuation, documents, health, jobs, models, notices
+from api.routes import continuation, documents, health, jobs, models, notices, webhooks
 from api.uploads import body_limit
 from models.db import Database
+from models.settings import get_settings
+from models.webhooks import set_announcer
 from worker.sentry import start_sentry
 
 DESCRIPTION = """\
@@ -23,6 +25,12 @@ Every error answers `{"detail": "..."}`.
 """
 
 
+def announce_on_worker_queue(delivery_ids: list[int]) -> None:
+    from worker.webhook_tasks import announce  # imported when first needed: it loads Celery
+
+    announce(delivery_ids)
+
+
 def create_app(*, database: Database | None = None, enqueue: Enqueue | None = None) -> FastAPI:
     """The API on ``database`` (default: the settings' database), queueing steps with ``enqueue`` (default: the
     Celery queue of ``worker.queue``). Starts Sentry when the settings name a DSN."""
@@ -30,12 +38,14 @@ def create_app(*, database: Database | None = None, enqueue: Enqueue | None = No
     # Swagger UI and ReDoc from the assets fastapi-offline ships: /docs and /redoc work without the internet.
     app = FastAPIOffline(title="Plimsoll", version="0.1.0", description=DESCRIPTION)
     app.state.database = database
+    if get_settings().queue == "celery":
+        set_announcer(announce_on_worker_queue)  # webhooks of events this process records (models/webhooks.py)
     app.state.enqueue = enqueue
     install_error_handlers(app)
     app.add_exception_handler(Answered, answered)
     app.add_middleware(Idempotency)  # inside the body limit: a body it reads has passed it
     app.add_middleware(BodyLimit, limit=body_limit)
-    for module in (documents, jobs, continuation, notices, models, health):
+    for module in (documents, jobs, continuation, notices, webhooks, models, health):
         app.include_router(module.router)
     return app
 

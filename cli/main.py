@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from cli import catalogue, continuation, demo, documents, jobs, notices, samples, service, tenants
+from cli import catalogue, continuation, demo, documents, jobs, notices, samples, service, tenants, webhooks
 
 # rich_markup_mode=None: Click's plain help, which wraps the descriptions and keeps every option's name whole in
 # 80 columns (rich's boxed tables cut them: `--max-input-to…`).
@@ -16,3 +16,4 @@ app = typer.Typer(
 for group in (jobs, continuation, notices, documents, catalogue, samples, service, demo):
     app.add_typer(group.app)
 app.add_typer(tenants.app, name="tenant")
+app.add_typer(webhooks.app, name="webhooks")

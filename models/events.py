@@ -36,4 +36,7 @@ def record(session: Session, job: Job, type: EventType, data: dict[str, Any]) ->
     session.flush()
     if session.get_bind().dialect.name == "postgresql":
         session.execute(select(func.pg_notify(CHANNEL, f"{job.tenant_id}:{main_id}:{event.id}")))
+    from models.webhooks import write_outbox  # it imports EventType from here
+
+    write_outbox(session, event)  # the webhooks' outbox, in this same transaction
     return event
