@@ -143,8 +143,9 @@ class Settings(BaseSettings):
     webhook_retry_seconds: float = Field(default=24 * 3600.0, gt=0.0)
     webhook_retry_max_interval_seconds: float = Field(default=5.0, ge=1.0)
     webhook_timeout_seconds: float = Field(default=10.0, gt=0.0)  # one attempt's whole time, connect to answer
-    # Celery beat looks this often for deliveries that are due but whose message was lost (a worker killed).
-    webhook_sweep_seconds: float = Field(default=5.0, gt=0.0)
+    # Celery beat looks this often for deliveries that are due but whose message was lost: a worker killed takes
+    # with it the retries it held for later (Celery keeps a countdown's message in the worker's memory).
+    webhook_sweep_seconds: float = Field(default=2.0, gt=0.0)
 
     def shared_redis_url(self) -> str | None:
         """The Redis every process of the service shares: PLIMSOLL_LIMITER_URL, else the broker when it is Redis."""
