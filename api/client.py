@@ -32,7 +32,7 @@ from api.schemas import (
     WebhookCreated,
     WebhookDeliveryView,
     WebhookIn,
-    WebhookView,
+    WebhookList,
 )
 from models.options import JobOptions
 
@@ -188,8 +188,8 @@ class PlimsollClient:
         body = WebhookIn(url=url, events=list(events)).model_dump()
         return self._send_once("POST", "/v1/webhooks", WebhookCreated, idempotency_key, json=body)
 
-    def webhooks(self) -> list[WebhookView]:
-        return [WebhookView.model_validate(item) for item in self._request("GET", "/v1/webhooks").json()]
+    def webhooks(self) -> WebhookList:
+        return self._send("GET", "/v1/webhooks", WebhookList)
 
     def remove_webhook(self, webhook_id: int) -> None:
         self._request("DELETE", f"/v1/webhooks/{webhook_id}")

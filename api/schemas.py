@@ -363,6 +363,10 @@ class WebhookView(Schema):
     retry_at: datetime | None = Field(description="when a receiver that is down is tried again")
 
 
+class WebhookList(BaseModel):
+    items: list[WebhookView]
+
+
 class WebhookCreated(WebhookView):
     secret: str = Field(description="the signing secret (whsec_...), shown this once")
 

@@ -41,7 +41,7 @@ def add(
 def list_(api_key: ApiKey = "", as_json: Json = False, api_url: ApiUrl = DEFAULT_API_URL) -> None:
     """The tenant's endpoints."""
     with api(api_url, api_key) as client:
-        endpoints = client.webhooks()
+        endpoints = client.webhooks().items
     if as_json:
         print_json(endpoints)
         return

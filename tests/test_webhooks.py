@@ -167,15 +167,15 @@ def test_endpoints_are_registered_listed_and_removed_with_a_secret_shown_once(
         )
         assert created.status_code == 201, created.text
         assert created.json()["secret"].startswith("whsec_")
-        listed = caller.get("/v1/webhooks").json()
+        listed = caller.get("/v1/webhooks").json()["items"]
         assert [e["id"] for e in listed] == [created.json()["id"]]
         assert "secret" not in listed[0] and listed[0]["events"] == ["job.ended", NEEDS_NEW_CHAT, "notice"]
-        assert api.tenant().get("/v1/webhooks").json() == []  # another tenant's are not seen
+        assert api.tenant().get("/v1/webhooks").json() == {"items": []}  # another tenant's are not seen
         unknown = caller.post("/v1/webhooks", json={"url": "http://127.0.0.1:9/a", "events": ["job.done"]})
         assert unknown.status_code == 422 and "job.done" in unknown.json()["detail"]
         removed = api.client.delete(f"/v1/webhooks/{created.json()['id']}", headers=caller.headers)
         assert removed.status_code == 204
-        assert caller.get("/v1/webhooks").json() == []
+        assert caller.get("/v1/webhooks").json() == {"items": []}
         again = api.client.delete(f"/v1/webhooks/{created.json()['id']}", headers=caller.headers)
         assert again.status_code == 404
 

@@ -20,6 +20,7 @@ from api.schemas import (
     WebhookCreated,
     WebhookDeliveryView,
     WebhookIn,
+    WebhookList,
     WebhookView,
 )
 from models.errors import NotFound
@@ -41,9 +42,9 @@ def create_webhook(webhook: WebhookIn, tenant: TenantDep, session: SessionDep) -
 
 
 @router.get("")
-def list_webhooks(tenant: TenantDep, session: SessionDep) -> list[WebhookView]:
+def list_webhooks(tenant: TenantDep, session: SessionDep) -> WebhookList:
     """The tenant's endpoints, oldest first (without their secrets)."""
-    return [WebhookView.model_validate(endpoint) for endpoint in endpoints_of(session, tenant.id)]
+    return WebhookList(items=[WebhookView.model_validate(e) for e in endpoints_of(session, tenant.id)])
 
 
 @router.delete("/{webhook_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response)
