@@ -32,6 +32,10 @@ from api.schemas import (
     Page,
     StepView,
     UsageReport,
+    WebhookCreated,
+    WebhookDeliveryView,
+    WebhookIn,
+    WebhookList,
 )
 from models.options import JobOptions
 
@@ -212,6 +216,31 @@ class PlimsollClient:
 
     def mark_notice_read(self, notice_id: int) -> NoticeView:
         return self._send("POST", f"/v1/notices/{notice_id}/read", NoticeView)
+
+    # Webhooks
+
+    def add_webhook(self, url: str, events: Sequence[str], *, idempotency_key: str | None = None) -> WebhookCreated:
+        body = WebhookIn(url=url, events=list(events)).model_dump()
+        return self._send_once("POST", "/v1/webhooks", WebhookCreated, idempotency_key, json=body)
+
+    def webhooks(self) -> WebhookList:
+        return self._send("GET", "/v1/webhooks", WebhookList)
+
+    def remove_webhook(self, webhook_id: int) -> None:
+        self._request("DELETE", f"/v1/webhooks/{webhook_id}")
+
+    def deliveries(
+        self, *, endpoint_id: int | None = None, job_id: int | None = None, offset: int = 0, limit: int = PAGE_SIZE
+    ) -> Page[WebhookDeliveryView]:
+        params: dict[str, Any] = {"offset": offset, "limit": limit}
+        if endpoint_id is not None:
+            params["endpoint_id"] = endpoint_id
+        if job_id is not None:
+            params["job_id"] = job_id
+        return self._send("GET", "/v1/webhooks/deliveries", Page[WebhookDeliveryView], params=params)
+
+    def redeliver(self, delivery_id: int) -> WebhookDeliveryView:
+        return self._send("POST", f"/v1/webhooks/deliveries/{delivery_id}/redeliver", WebhookDeliveryView)
 
     def models(self) -> ModelList:
         """The model catalogue as the service runs it: windows, default budgets, prices and their source."""

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import date, datetime
 from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from api.constants import MAX_ID
 from models.options import JobOptions
@@ -419,3 +419,57 @@ class UsageReport(CostSplit):
     months: list[UsagePeriod]
     models: list[UsageModel]
     jobs: list[UsageJob]
+
+
+# Webhooks
+
+
+class WebhookIn(Input):
+    url: str = Field(max_length=2000, description="an http:// or https:// address on a public network")
+    events: list[str] = Field(
+        min_length=1,
+        max_length=20,
+        description="event types: job.ended, job.needs_new_chat (a job.ended whose status is needs_new_chat), "
+        "notice, step, compaction, subagent.started, subagent.ended, status",
+    )
+
+
+class WebhookView(Schema):
+    id: int
+    url: str
+    events: list[str] = Field(validation_alias=AliasChoices("event_types", "events"))  # the row's, or the answer's
+    created_at: datetime
+    failures: int = Field(description="attempts failed in a row (0: the receiver answers)")
+    retry_at: datetime | None = Field(description="when a receiver that is down is tried again")
+
+
+class WebhookList(BaseModel):
+    items: list[WebhookView]
+
+
+class WebhookCreated(WebhookView):
+    secret: str = Field(description="the signing secret (whsec_...), shown this once")
+
+
+class WebhookAttemptView(Schema):
+    outcome: str = Field(description="delivered (2xx), refused (a final 4xx) or down (5xx, 408, 429, timeout, ...)")
+    status_code: int | None
+    error: str | None
+    manual: bool = Field(description="sent again by hand")
+    started_at: datetime
+    duration_ms: int
+
+
+class WebhookDeliveryView(Schema):
+    id: int
+    endpoint_id: int
+    event_id: int
+    job_id: int
+    webhook_id: str = Field(description="the webhook-id header: the same at every attempt")
+    type: str
+    status: str = Field(description="pending, delivered, refused, failed (given up) or cancelled")
+    next_attempt_at: datetime | None
+    give_up_at: datetime
+    created_at: datetime
+    delivered_at: datetime | None
+    attempts: list[WebhookAttemptView] = Field(default_factory=list, description="every attempt, oldest first")

@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import typer
 
-from cli import catalogue, continuation, demo, documents, jobs, notices, retention, samples, service, tenants, usage
+from cli import (
+    catalogue,
+    continuation,
+    demo,
+    documents,
+    jobs,
+    notices,
+    retention,
+    samples,
+    service,
+    tenants,
+    usage,
+    webhooks,
+)
 
 # rich_markup_mode=None: Click's plain help, which wraps the descriptions and keeps every option's name whole in
 # 80 columns (rich's boxed tables cut them: `--max-input-to…`).
@@ -16,3 +29,4 @@ app = typer.Typer(
 for group in (jobs, continuation, notices, documents, catalogue, usage, samples, service, demo, retention):
     app.add_typer(group.app)
 app.add_typer(tenants.app, name="tenant")
+app.add_typer(webhooks.app, name="webhooks")

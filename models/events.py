@@ -40,6 +40,9 @@ def record(session: Session, job: Job, type: EventType, data: dict[str, Any]) ->
         session.execute(select(func.pg_notify(CHANNEL, f"{job.tenant_id}:{main_id}:{event.id}")))
     if type is EventType.STEP:  # the one kind that comes with every step: the others are few
         keep_last(session, main_id, get_settings().events_kept_per_job)
+    from models.webhooks import write_outbox  # it imports EventType from here
+
+    write_outbox(session, event)  # the webhooks' outbox, in this same transaction
     return event
 
 

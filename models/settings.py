@@ -164,6 +164,18 @@ class Settings(BaseSettings):
     retention_batch_messages: int = Field(default=2_000, ge=1)
     retention_pause_seconds: float = Field(default=0.05, ge=0.0)
     default_locale: str = "en"
+    # Webhooks (worker/webhooks.py): addresses on private, loopback and link-local networks (or names that resolve
+    # to them, checked again at every send) are refused unless the operator allows them.
+    webhooks_allow_private: bool = False
+    # A delivery is retried for this long after its event; a receiver that is down is tried again after 1, 2,
+    # 4, ... seconds, at most webhook_retry_max_interval_seconds apart (one delivery at a time probes it), and once
+    # it answers, everything waiting for it is sent at once.
+    webhook_retry_seconds: float = Field(default=24 * 3600.0, gt=0.0)
+    webhook_retry_max_interval_seconds: float = Field(default=5.0, ge=1.0)
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0.0)  # one attempt's whole time, connect to answer
+    # Celery beat looks this often for deliveries that are due but whose message was lost: a worker killed takes
+    # with it the retries it held for later (Celery keeps a countdown's message in the worker's memory).
+    webhook_sweep_seconds: float = Field(default=2.0, gt=0.0)
 
     def shared_redis_url(self) -> str | None:
         """The Redis every process of the service shares: PLIMSOLL_LIMITER_URL, else the broker when it is Redis."""

@@ -403,3 +403,65 @@ class Charge(Base):
         Index("ix_charges_tenant_created", "tenant_id", "created_at"),
         Index("ix_charges_job_step", "job_id", "step"),
     )
+
+
+class WebhookEndpoint(Base):
+    """A tenant's receiver of events (models/webhooks.py): the types it wants, its signing secret, and whether it is
+    down (consecutive failed attempts, and when it may be tried again: one delivery at a time probes it)."""
+
+    __tablename__ = "webhook_endpoints"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    url: Mapped[str] = mapped_column(String(2000))
+    event_types: Mapped[list[Any]] = mapped_column(default=list)
+    secret: Mapped[str] = mapped_column(String(100))  # whsec_..., shown once when the endpoint is made
+    created_at: Mapped[datetime] = mapped_column(default=now)
+    removed_at: Mapped[datetime | None] = mapped_column(default=None)  # kept for its deliveries' history
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    retry_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class WebhookDelivery(Base):
+    """One event for one endpoint: the outbox row, written in the event's transaction, and the truth about whether
+    it still has to be sent. Its ``webhook_id`` is the same at every attempt, so a receiver can drop repeats."""
+
+    __tablename__ = "webhook_deliveries"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    endpoint_id: Mapped[int] = mapped_column(ForeignKey("webhook_endpoints.id", ondelete="CASCADE"))
+    event_id: Mapped[int] = mapped_column(ForeignKey("events.id", ondelete="CASCADE"))
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    webhook_id: Mapped[str] = mapped_column(String(80), unique=True)
+    type: Mapped[str] = mapped_column(String(40))  # the payload's type (models/webhooks.py)
+    status: Mapped[str] = mapped_column(String(20))  # models.webhooks.DeliveryStatus
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(default=now)  # None once it is final
+    give_up_at: Mapped[datetime]
+    created_at: Mapped[datetime] = mapped_column(default=now)
+    delivered_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    __table_args__ = (
+        UniqueConstraint("endpoint_id", "event_id", name="uq_webhook_deliveries_endpoint_event"),
+        Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
+        Index("ix_webhook_deliveries_tenant_id", "tenant_id", "id"),
+        Index("ix_webhook_deliveries_endpoint_id", "endpoint_id", "id"),
+        Index("ix_webhook_deliveries_job_id", "job_id"),
+    )
+
+
+class WebhookAttempt(Base):
+    """One try at sending a delivery and what came of it: delivered (2xx), refused (a 4xx that is final) or down
+    (5xx, 408, 429, a timeout, no connection), with the status code and a short error, never the payload."""
+
+    __tablename__ = "webhook_attempts"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    delivery_id: Mapped[int] = mapped_column(ForeignKey("webhook_deliveries.id", ondelete="CASCADE"), index=True)
+    outcome: Mapped[str] = mapped_column(String(20))  # models.webhooks.Outcome
+    status_code: Mapped[int | None] = mapped_column(Integer, default=None)
+    error: Mapped[str | None] = mapped_column(String(200), default=None)
+    manual: Mapped[bool] = mapped_column(default=False)  # sent again by hand (plimsoll webhooks redeliver)
+    started_at: Mapped[datetime] = mapped_column(default=now)
+    duration_ms: Mapped[int] = mapped_column(Integer, default=0)

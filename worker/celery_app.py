@@ -11,7 +11,7 @@ from celery.signals import celeryd_after_setup
 
 from models.settings import Settings, get_settings
 from worker.fairness import PRIORITY_STEPS
-from worker.names import RECONCILE_TASK, RETENTION_TASK, STEP_QUEUE
+from worker.names import RECONCILE_TASK, RETENTION_TASK, STEP_QUEUE, WEBHOOK_SWEEP_TASK
 
 RECOVERY_SUFFIX = ".recovery"
 
@@ -24,7 +24,7 @@ def recovery_queue(step_queue: str) -> str:
 
 
 def make_celery(settings: Settings) -> Celery:
-    app = Celery("plimsoll", broker=settings.broker_url, include=["worker.tasks"])
+    app = Celery("plimsoll", broker=settings.broker_url, include=["worker.tasks", "worker.webhook_tasks"])
     app.conf.update(
         task_default_queue=settings.step_queue or STEP_QUEUE,
         task_acks_late=True,  # a step lost with its worker child is delivered again; steps are exactly-once
@@ -56,6 +56,7 @@ def make_celery(settings: Settings) -> Celery:
         beat_schedule={
             "plimsoll-reconcile": {"task": RECONCILE_TASK, "schedule": settings.reconcile_every_seconds},
             "plimsoll-retention": {"task": RETENTION_TASK, "schedule": settings.retention_sweep_every_seconds},
+            "plimsoll-webhooks": {"task": WEBHOOK_SWEEP_TASK, "schedule": settings.webhook_sweep_seconds},
         },
         worker_hijack_root_logger=False,
     )

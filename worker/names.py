@@ -5,6 +5,8 @@ from __future__ import annotations
 
 STEP_QUEUE = "plimsoll-steps"  # the step queue, unless PLIMSOLL_STEP_QUEUE names another
 STEP_TASK = "plimsoll.run_step"  # one job step (worker/tasks.py)
+WEBHOOK_DELIVER_TASK = "plimsoll.webhooks.deliver"  # one attempt at a webhook delivery (worker/webhook_tasks.py)
+WEBHOOK_SWEEP_TASK = "plimsoll.webhooks.sweep"  # due deliveries whose message was lost, sent again (beat, in place)
 RECONCILE_TASK = "plimsoll.reconcile"  # the reconciler's round, run by Celery beat in place (worker/scheduler.py)
 RETENTION_TASK = "plimsoll.retention_sweep"  # a retention sweep, sent by Celery beat (models/retention.py)
 

@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 from redis.lock import Lock
 
 from models.settings import get_settings
-from worker.names import RECONCILE_TASK, RETENTION_TASK, SCHEDULER_LOCK
+from worker.names import RECONCILE_TASK, RETENTION_TASK, SCHEDULER_LOCK, WEBHOOK_SWEEP_TASK
 from worker.services import shared_redis
 from worker.tracebacks import scrubbed_traceback
 
@@ -80,6 +80,9 @@ class ReconcilingScheduler(PersistentScheduler):  # type: ignore[misc]  # Celery
         super().close()
 
     def apply_entry(self, entry: ScheduleEntry, producer: Any = None) -> None:
+        if entry.task == WEBHOOK_SWEEP_TASK:
+            self._sweep_webhooks()
+            return
         if entry.task not in (RECONCILE_TASK, RETENTION_TASK):
             super().apply_entry(entry, producer=producer)
             return
@@ -97,3 +100,15 @@ class ReconcilingScheduler(PersistentScheduler):  # type: ignore[misc]  # Celery
             logger.log(level, "scheduler: reconciler round done, %d jobs queued again", queued)
         except Exception as error:  # where, not what: a database error's text quotes the values it was given
             logger.error("scheduler: a reconciler round failed; the next one follows\n%s", scrubbed_traceback(error))
+
+    def _sweep_webhooks(self) -> None:
+        """The webhooks' sweep, in place like the reconciler (rounds side by side are safe, but one is enough)."""
+        if not self.scheduler_lock.held():
+            return
+        from worker.webhook_tasks import sweep_now
+
+        try:
+            queued = sweep_now()
+            logger.log(logging.INFO if queued else logging.DEBUG, "scheduler: webhooks sweep, %d deliveries", queued)
+        except Exception as error:
+            logger.error("scheduler: a webhooks sweep failed; the next one follows\n%s", scrubbed_traceback(error))
