@@ -144,6 +144,7 @@ def test_a_job_is_checked_without_being_stored_or_queued(api: Api) -> None:
         "hard_limit": checked.json()["hard_limit"],
         "max_steps": settings.max_steps_per_job,
         "max_input_tokens": settings.max_input_tokens_per_job,
+        "max_cost_usd": float(settings.max_cost_usd_per_job),
         "compaction": COMPACTION,
         "warnings": [],
         "max_document_chars": settings.max_document_chars,

@@ -291,4 +291,4 @@ def wait_for(url: str, server: subprocess.Popen[bytes]) -> httpx.Response:
         assert server.poll() is None, server.stderr.read().decode() if server.stderr else "the server stopped"
         return httpx.get(url, timeout=2)
 
-    return wait_until(answer, 20, "the API answered", ignoring=(httpx.TransportError,))
+    return wait_until(answer, 60, "the API answered", ignoring=(httpx.TransportError,))

@@ -109,7 +109,11 @@ def test_every_post_that_creates_or_changes_something_replays(api: Api) -> None:
         ("POST", "/v1/jobs"),
         ("POST", "/v1/jobs/{job_id}/cancel"),
         ("POST", "/v1/jobs/{job_id}/continue"),
+        ("POST", "/v1/jobs/{job_id}/hold"),
+        ("POST", "/v1/jobs/{job_id}/release"),
         ("POST", "/v1/notices/{notice_id}/read"),
+        ("POST", "/v1/webhooks"),
+        ("POST", "/v1/webhooks/deliveries/{delivery_id}/redeliver"),
     }
 
 
