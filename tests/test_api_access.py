@@ -113,7 +113,7 @@ def test_a_tenant_never_sees_another_tenants_documents_jobs_messages_or_notices(
         f"no document with id {document}",
     ]
     for path in ("/v1/documents", "/v1/jobs", "/v1/notices?unread=false", "/v1/notices?unread=true"):
-        assert other.get(path).json() == {"items": [], "total": 0, "offset": 0, "limit": 100}
+        assert other.get(path).json() == {"items": [], "total": 0, "offset": 0, "limit": 100, "next_offset": None}
     assert all(secret not in a.text and "Keep this secret" not in a.text for a in answers)
     # Nothing the other tenant tried changed the owner's objects.
     assert owner.get(f"/v1/jobs/{job_id}").json()["status"] == "queued"

@@ -37,7 +37,7 @@ from models.tables import Document, Job, JobKind, JobStatus, Notice, Summary
 from plimsoll.compaction import POLICIES
 from tests.support import wait_until
 from tests.support_api import new_tenant, read, result, step_row
-from tests.support_cli import Served, finish_later, serving, set_job, tenant_of
+from tests.support_cli import Served, finish_later, parse, serving, set_job, tenant_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -506,17 +506,6 @@ def test_every_command_on_the_cli_page_parses_and_is_tested(monkeypatch: pytest.
         assert ", ".join(quoted) in tested, f"no test runs `plimsoll {name}`"
     documented = {argv[0] for argv in commands}
     assert documented == set(group.commands), "a command is missing from docs/api-cli.md, or the page names one more"
-
-
-def parse(group: Any, argv: list[str]) -> Any:
-    """Parse ``argv`` as the real command line would, without running it (a glob stands for one file)."""
-    argv = [str(ROOT / "README.md") if "*" in part else part for part in argv]
-    context = group.make_context("plimsoll", list(argv), resilient_parsing=True)
-    name, command, rest = group.resolve_command(context, argv)
-    assert command is not None, argv
-    if hasattr(command, "resolve_command"):  # a group of its own: tenant
-        return parse(command, rest)
-    return command.make_context(name or "", rest, parent=context)
 
 
 # The house: the command line uses the other packages; none of them imports it

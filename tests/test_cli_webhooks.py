@@ -20,9 +20,10 @@ from testbed.stack import environment
 from testbed.webhook_receiver import WebhookReceiver
 from tests.support import wait_until
 from tests.support_api import new_tenant
-from tests.support_cli import Served, serving
-from tests.test_cli_manage import ROOT, parse
-from tests.test_webhooks import happen
+from tests.support_cli import Served, parse, serving
+from tests.support_webhooks import happen
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture

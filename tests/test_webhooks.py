@@ -26,6 +26,7 @@ from testbed.stack import environment, free_port
 from testbed.webhook_receiver import WebhookReceiver
 from tests.support import wait_until
 from tests.support_api import new_tenant, serve_api
+from tests.support_webhooks import happen
 from worker.webhook_http import answer_of
 from worker.webhook_tasks import announce, sweep_now
 from worker.webhooks import backoff_seconds, deliver
@@ -57,15 +58,6 @@ def listening(receiver: WebhookReceiver, database: Database, events: list[str]) 
     endpoint_id, secret = endpoint_for(database, tenant_id, receiver.url(path), events)
     receiver.secrets[path] = secret
     return tenant_id, endpoint_id
-
-
-def happen(database: Database, tenant_id: int, kind: EventType, data: dict[str, Any]) -> tuple[int, int]:
-    """A job of the tenant, and an event of it recorded in the job's own transaction: (job, event)."""
-    with database.session() as session:
-        job = create_job(session, tenant_id=tenant_id, instruction="Read.")
-        session.flush()
-        event = record(session, job, kind, data)
-        return job.id, event.id
 
 
 def deliveries_of(database: Database, endpoint_id: int) -> list[WebhookDelivery]:
