@@ -11,9 +11,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import uvicorn
-from fastapi import FastAPI
 from rich.console import Console
 from sqlalchemy import update
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.app import create_app
 from api.client import PlimsollClient
@@ -29,7 +30,7 @@ from tests.support_api import serve_api
 
 
 @contextmanager
-def uvicorn_serving(app: FastAPI) -> Iterator[str]:
+def uvicorn_serving(app: ASGIApp) -> Iterator[str]:
     listener = listening_socket()
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
@@ -42,10 +43,17 @@ def uvicorn_serving(app: FastAPI) -> Iterator[str]:
         thread.join(10)
 
 
-def without_streams(app: FastAPI) -> FastAPI:
-    """The app as an API from before the streams: their routes answer 404."""
-    app.router.routes = [r for r in app.router.routes if not getattr(r, "path", "").endswith("events")]
-    return app
+def without_streams(app: ASGIApp) -> ASGIApp:
+    """The app as an API from before the streams: their routes answer 404. (FastAPI includes routers lazily, so
+    the routes cannot simply be filtered out of ``app.router.routes``.)"""
+
+    async def served(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].endswith("/events"):
+            await JSONResponse({"detail": "Not Found"}, status_code=404)(scope, receive, send)
+        else:
+            await app(scope, receive, send)
+
+    return served
 
 
 def a_running_job(database: Database) -> tuple[int, str]:
