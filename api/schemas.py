@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import date, datetime
 from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from api.constants import MAX_ID
 from models.options import JobOptions
@@ -15,6 +16,16 @@ from models.statuses import JobStatus, Strategy
 T = TypeVar("T")
 
 Id = Annotated[int, Field(ge=1, le=MAX_ID)]
+
+
+def _written_as_a_day(value: object) -> object:
+    # pydantic reads a number as seconds since 1970 (`to=0` would be 1970-01-01); a day is written YYYY-MM-DD.
+    if isinstance(value, str) and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        raise ValueError("a day is written YYYY-MM-DD")
+    return value
+
+
+Day = Annotated[date, BeforeValidator(_written_as_a_day)]
 """An id in a path, a query or a body: out of range is a 422 naming the field, never a database error."""
 
 

@@ -212,7 +212,7 @@ def space_anxious(stack: Stack, scale: Scale) -> list[AnxiousRun]:
         job_id = submit(stack, documents, JobOptions(budget=scale.budget, safety_net=safety_net))
         job = wait_for(stack.database, job_id, timeout=1_800)
         with stack.database.session() as session:
-            done = subagent_of(session, job, texts)
+            done = subagent_of(session, session.get_one(Job, job_id), texts)
         answer = (job.final_answer or job.error or "").strip()
         ended = answer.splitlines()[0] if answer else job.status
         runs.append(AnxiousRun(safety_net, len(texts), done.read, max(done.requests, default=0), scale.budget, ended))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import and_, case, func, literal, or_, select, text
 from sqlalchemy.orm import Session
 
 from models.catalogue import MIN_BUDGET, ModelSpec, Provider, UnknownModel, model_spec, retired_refusal
@@ -212,11 +212,32 @@ class FamilyUse:
     input_tokens: int
 
 
-def family_use(session: Session, main_job_id: int) -> FamilyUse:
-    """The steps and input tokens (cached or not) of a main job and all its subagents."""
+FAMILY_LOCK = 0x504C46  # the advisory locks' namespace: one lock per main job while a step of its family is claimed
+
+
+def lock_family(session: Session, job_id: int) -> None:
+    """Until the transaction ends, no other step of the job's family (its main job and the subagents) is claimed:
+    two subagents starting at once cannot both take the family's last step. Taken before any row lock, so that it
+    never waits while holding one. (SQLite writes one transaction at a time anyway.)"""
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    main = session.scalar(select(func.coalesce(Job.parent_id, Job.id)).where(Job.id == job_id))
+    if main is not None:
+        session.execute(text("SELECT pg_advisory_xact_lock(:space, :key)"), {"space": FAMILY_LOCK, "key": main % 2**31})
+
+
+def family_use(session: Session, main_job_id: int, *, besides: int | None = None) -> FamilyUse:
+    """The steps and input tokens (cached or not) of a main job and all its subagents. With ``besides``, a step
+    another job of the family holds the lease of (sent, its reply not yet stored) counts as taken."""
+    at = now()
+    in_flight = (
+        case((and_(Job.id != besides, Job.lease_owner.is_not(None), Job.lease_until > at), 1), else_=0)
+        if besides is not None
+        else literal(0)
+    )
     steps, tokens = session.execute(
         select(
-            func.coalesce(func.sum(Job.step), 0),
+            func.coalesce(func.sum(Job.step + in_flight), 0),
             func.coalesce(func.sum(Job.input_tokens + Job.cache_read_tokens + Job.cache_write_tokens), 0),
         ).where(or_(Job.id == main_job_id, Job.parent_id == main_job_id))
     ).one()

@@ -153,6 +153,7 @@ def up_environment(
         PLIMSOLL_BROKER_URL=UP_REDIS_URL,
         PLIMSOLL_STEP_QUEUE=f"plimsoll-up-{uuid.uuid4().hex[:8]}",
         PLIMSOLL_RECONCILE_EVERY_SECONDS="1",
+        PLIMSOLL_ALLOW_REPRODUCTIONS="true",  # the stopped job is not wound down, so that its last step fails
         API_PORT=str(api_port),
         FLOWER_PORT=str(flower_port),
         EMULATOR_PORT=str(emulator_port),
@@ -258,7 +259,9 @@ def test_make_up_serves_a_job_shows_it_in_flower_and_stops_on_ctrl_c(own_databas
         many_ids = [d["id"] for d in api.post("/v1/documents", files=many).json()["documents"]]
         delegating = api.post("/v1/jobs", json={"instruction": INSTRUCTION, "document_ids": many_ids}).json()["id"]
         jobs = {job_id: finished(api, job_id, log) for job_id in (done, delegating)}
-        stopped = api.post("/v1/jobs", json={"instruction": INSTRUCTION, "document_ids": ids, "max_steps": 1})
+        stopped = api.post(
+            "/v1/jobs", json={"instruction": INSTRUCTION, "document_ids": ids, "max_steps": 1, "wind_down": False}
+        )
         failed = stopped.json()["id"]
         jobs[failed] = finished(api, failed, log)
         assert jobs[done]["status"] == "succeeded"

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 
 from api.deps import SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
-from api.schemas import UsageJob, UsageModel, UsagePeriod, UsageReport
+from api.schemas import Day, UsageJob, UsageModel, UsagePeriod, UsageReport
 from api.views import split
 from models.errors import InvalidInput
 from models.ledger import usage_report
@@ -23,8 +23,8 @@ MAX_DAYS = 366
 def get_usage(
     tenant: TenantDep,
     session: SessionDep,
-    first: Annotated[date | None, Query(alias="from", description="the first day (UTC); default: the month's")] = None,
-    last: Annotated[date | None, Query(alias="to", description="the last day (UTC), counted; default: today")] = None,
+    first: Annotated[Day | None, Query(alias="from", description="the first day (UTC); default: the month's")] = None,
+    last: Annotated[Day | None, Query(alias="to", description="the last day (UTC), counted; default: today")] = None,
 ) -> UsageReport:
     """USD the tenant's requests were billed, split as billed and by kind (wasted: paid replies not used), from
     ``from`` through ``to``: in all, per day, per month, per model and per main job (its subagents included)."""

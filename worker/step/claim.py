@@ -9,7 +9,7 @@ import logging
 from sqlalchemy.orm import Session
 
 from models.events import EventType, record
-from models.jobs import FamilyUse, end_job, family_use, shared_limits
+from models.jobs import FamilyUse, end_job, family_use, lock_family, shared_limits
 from models.model_facts import endpoint_of, learned_limits
 from models.statuses import CALIBRATED
 from models.tables import Job, JobStatus, now
@@ -47,6 +47,7 @@ def learn_limits_first(job_id: int, services: Services) -> None:
 
 def begin(session: Session, job_id: int, step: int | None, owner: str, services: Services) -> Planned | Decided:
     """Claim the job's current step, settle what needs no model call, and plan the request."""
+    lock_family(session, job_id)
     job = session.get(Job, job_id, with_for_update=True)
     if job is None or job.status.finished:
         return Decided(Outcome(job_id, "skipped", job.step if job else 0, job.status if job else "missing"))
@@ -60,7 +61,7 @@ def begin(session: Session, job_id: int, step: int | None, owner: str, services:
     if _parent_gone(session, job):
         end_job(session, job, JobStatus.CANCELLED, error="the main job was cancelled or has ended")
         return Decided(Outcome(job_id, "finished", job.step, job.status))
-    used, limits = family_use(session, job.parent_id or job.id), shared_limits(job)
+    used, limits = family_use(session, job.parent_id or job.id, besides=job.id), shared_limits(job)
     if used.steps >= limits.steps:
         steps = f"{used.steps} step{'' if used.steps == 1 else 's'}"
         return stop(session, job, f"stopped after {steps}, the limit {_whose(job, used)}", "steps", steps=used.steps)

@@ -88,7 +88,7 @@ def prepare(session: Session, job: Job, services: Services) -> Planned | None:
     request, left = composed.request, None
     if composed.compaction is None:
         within = services.settings.wind_down_steps
-        used = family_use(session, job.parent_id or job.id)
+        used = family_use(session, job.parent_id or job.id, besides=job.id)
         left = nearly_spent(job, used, money, services.budgets, expected_input=expected, within=within)
         request = request if left is None else with_note(request, left)
     return Planned(
