@@ -9,8 +9,9 @@ import time
 import uuid
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
+from emulator import EmulatorServer
 from models.db import Database
 from models.documents import add_document
 from models.jobs import create_job
@@ -69,6 +70,20 @@ def events_after_the_commit(events: list[dict[str, Any]], settle: float = 1.0) -
         wait_until(lambda: events, 10, "a Sentry event")
     time.sleep(settle)  # under test: that no second event follows (an absence has no event to wait for)
     return len(events)
+
+
+def quiet_fleet(database: Database, emulator: EmulatorServer, *, settle: float = 1.5) -> None:
+    """The jobs earlier tests left unfinished (in this process's database) are cancelled and their requests in
+    flight answered; then the emulator starts again from nothing, so that its billing log and counters hold only
+    what the calling test sends."""
+    unfinished = [status for status in JobStatus if not status.finished]
+    with database.session() as session:
+        session.execute(update(Job).where(Job.status.in_(unfinished)).values(status=JobStatus.CANCELLED))
+    seen = -1
+    while (billed := len(emulator.billing())) != seen:  # no request answered for ``settle`` seconds
+        seen = billed
+        time.sleep(settle)
+    emulator.reset()
 
 
 def new_job(database: Database, texts: dict[str, str], **job: Any) -> int:

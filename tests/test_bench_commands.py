@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.xdist_group("tool_output"), pytest.mark.bench]
 WORKER_OVERHEAD_NOT_MET = ("time in our code per step ≤ 1.5× PostgreSQL alone for the same rows, at 25 messages",)
 
 
+@pytest.mark.serial  # times our code against PostgreSQL alone: the parallel pass's load would move it
 def test_the_worker_overhead_benchmark_meets_its_goals_at_two_sizes(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="worker.step")
     report, goals = worker_overhead.run(sizes=(25, 1_000), steps=3)

@@ -24,7 +24,7 @@ from models.pricing import prices_of
 from models.settings import Settings
 from models.tables import Charge, Job, JobStatus, now
 from tests.support import wait_until
-from tests.support_worker import submit, wait_for
+from tests.support_worker import quiet_fleet, submit, wait_for
 from worker.lease import reconcile
 from worker.queue import enqueue_step
 
@@ -73,6 +73,7 @@ def run_twice_mid_call(database: Database, emulator: EmulatorServer, job_id: int
 def test_the_ledger_equals_the_emulators_billing_log_with_subagents_a_compaction_and_a_duplicate(
     database: Database, emulator_reset: EmulatorServer, celery_worker: Any
 ) -> None:
+    quiet_fleet(database, emulator_reset)  # the billing log holds this test's requests only
     settings = Settings()
     counted_before = {kind: counted(settings.default_model, kind) for kind in ChargeKind}
     compacting = submit(

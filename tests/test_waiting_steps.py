@@ -24,7 +24,7 @@ from models.tables import Job, JobKind, JobStatus, now
 from models.tenants import create_tenant, set_running_cap
 from testbed.stack import REDIS_URL
 from tests.support import wait_until
-from tests.support_worker import wait_for
+from tests.support_worker import quiet_fleet, wait_for
 from worker.broker_view import UNACKED, queued_steps, step_of
 from worker.celery_app import recovery_queue
 from worker.fairness import priority_lists
@@ -66,6 +66,7 @@ def the_job(database: Database, job_id: int) -> Job:
 def test_a_job_behind_its_tenants_cap_holds_no_message_and_starts_when_a_running_one_ends(
     database: Database, emulator_reset: EmulatorServer, celery_worker: Any
 ) -> None:
+    quiet_fleet(database, emulator_reset)  # no step of an earlier test's jobs in the broker, nothing to reconcile
     emulator_reset.configure(latency_seconds=1.0)  # the first job runs for a few seconds
     first, second = jobs_of_a_capped_tenant(database, 2, cap=1)
     submitted(database, first)
