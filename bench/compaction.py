@@ -26,14 +26,13 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bench.goals import Goal, render_goals
-from bench.provenance import header
+from bench.provenance import header, keep
 from bench.report import table
 from demo.chapters import chapters
 from demo.run import notes_matching
@@ -51,7 +50,6 @@ from testbed.stack import bundled_emulator, fresh_database
 from worker.providers import AnthropicProvider
 from worker.step import Services, run_step
 
-RESULTS = Path(__file__).resolve().parent / "results"
 POLICIES = ("off", "auto", "summarize_all")
 LONG_OUTPUT = "Read every document and write a summary of each document in your own message; then report."
 # The agent's answer to each of the person's messages: it restates its plan, as agents do. Nothing in it is
@@ -308,8 +306,7 @@ def main() -> None:
     text = f"{header(command)}\n\n{report}\n"
     print(text)
     if arguments.scale == 1:
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "compaction.md").write_text(text, encoding="utf-8")
+        keep(text, "compaction.md")
 
 
 if __name__ == "__main__":

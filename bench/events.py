@@ -38,7 +38,7 @@ from httpx_sse import aconnect_sse
 from sqlalchemy import select, update
 
 from bench.goals import Goal, render_goals
-from bench.provenance import header
+from bench.provenance import header, keep
 from bench.report import table
 from models.db import Database
 from models.documents import add_document
@@ -650,7 +650,7 @@ def main(argv: list[str] | None = None) -> None:
     report = render(workload, run(workload))
     print(report)
     if args.write:
-        (RESULTS / "events.md").write_text(report)
+        keep(report, "events.md")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from bench import fleet_sleep
 from bench.chaos_services import Processes
 from bench.cluster import sender, start_worker
 from bench.goals import Goal, render_goals
-from bench.provenance import header
+from bench.provenance import header, keep
 from bench.report import table
 from demo.chapters import chapters
 from emulator import EmulatorServer
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     report = render(workload, results)
     print(report)
     if args.write:
-        (RESULTS / "fleet.md").write_text(report)
+        keep(report, "fleet.md")
 
 
 def run(workload: Workload, modes: tuple[Mode, ...] = MODES) -> list[Result]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from bench import fleet, fleet_demand, fleet_recovery
 from bench.goals import RECOVERY_GOAL_SECONDS, Goal, render_goals
-from bench.provenance import header
+from bench.provenance import header, keep
 
 SCALED_IDLE_SECONDS = 5.0  # the scaled-down run's idle timeout; the full run keeps the default (120 s)
 
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     report = render(fleet_demand.SCALED if args.scaled else fleet_demand.FULL, run(scaled=args.scaled))
     print(report)
     if args.write:
-        (fleet.RESULTS / "fleet_resilience.md").write_text(report)
+        keep(report, "fleet_resilience.md")
 
 
 if __name__ == "__main__":

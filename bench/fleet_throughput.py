@@ -38,7 +38,7 @@ from bench.chaos_services import Processes
 from bench.cluster import sender, start_beat, start_worker
 from bench.goals import Goal, render_goals
 from bench.noop_chain import register, send_chain
-from bench.provenance import header
+from bench.provenance import header, keep
 from bench.report import table
 from demo.chapters import chapters
 from emulator import EmulatorServer
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     report = render(run(workload))
     print(report)
     if args.write:
-        (RESULTS / "fleet_throughput.md").write_text(report)
+        keep(report, "fleet_throughput.md")
 
 
 def run(workload: Workload) -> Result:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,3 +50,15 @@ def header(command: str, code_dir: Path = CODE_DIR) -> str:
 def png_metadata(command: str) -> dict[str, str]:
     """``savefig(..., metadata=png_metadata(command))``: the header in the PNG's text chunk."""
     return {"Description": header(command)}
+
+
+def keep(text: str, name: str, code_dir: Path = CODE_DIR) -> bool:
+    """Write a report to ``bench/results/<name>``, only from a clean tree: a results file names the commit that
+    made it. Otherwise say on stderr that it was not kept. Answers whether it was written."""
+    path = code_dir / RESULTS_DIR / name
+    if not provenance(code_dir).clean:
+        print(f"{RESULTS_DIR}/{name} not written: the tree has {DIRTY}", file=sys.stderr)
+        return False
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    return True

@@ -30,7 +30,6 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -39,7 +38,7 @@ from sqlalchemy import text
 from bench.chaos_services import Processes, wait_for_port
 from bench.cluster import start_worker
 from bench.goals import Goal, render_goals
-from bench.provenance import header
+from bench.provenance import header, keep
 from bench.report import ROOT, table
 from demo.chapters import chapters
 from emulator import EmulatorConfig
@@ -431,7 +430,7 @@ def main(argv: list[str] | None = None) -> Result:
     report = render(result)
     print(report)
     if args.write and args.full:
-        Path(RESULTS).write_text(report + "\n", encoding="utf-8")
+        keep(report, "retention.md")
     return result
 
 

@@ -23,13 +23,12 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from bench.goals import Goal, render_goals
-from bench.provenance import header, provenance
+from bench.provenance import header, keep
 from bench.report import table
 from demo.chapters import chapters
 from emulator import EmulatorServer
@@ -45,7 +44,6 @@ from testbed.stack import bundled_emulator, environment, fresh_database
 from worker.providers import AnthropicProvider
 from worker.step import Services, run_step
 
-RESULTS = Path(__file__).resolve().parent / "results"
 JOBS, DOCUMENTS = 30, 4
 WORKLOADS = {"the fleet's documents": 24_000, "long documents": 96_000}  # characters each, at --scale 1
 RATIO_GOAL = 1.1  # stored message bytes over the documents' own stored bytes
@@ -269,9 +267,8 @@ def main() -> None:
     command = "python -m bench.storage" + (f" --scale {arguments.scale}" if arguments.scale != 1 else "")
     written = f"{header(command)}\n\n{report}\n"
     print(written)
-    if arguments.scale == 1 and provenance().clean:  # a report names the commit it measured
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "storage.md").write_text(written, encoding="utf-8")
+    if arguments.scale == 1:
+        keep(written, "storage.md")
 
 
 if __name__ == "__main__":

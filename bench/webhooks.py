@@ -37,7 +37,7 @@ from sqlalchemy import func, select
 from bench.chaos_services import Postgres, Processes, wait_for_port
 from bench.cluster import sender, start_beat, start_worker
 from bench.goals import Goal, render_goals
-from bench.provenance import header
+from bench.provenance import header, keep
 from bench.report import table
 from models.db import Database
 from models.events import EventType, record
@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> None:
     report = render(outcomes)
     print(report)
     if args.write:
-        (RESULTS / "webhooks.md").write_text(report)
+        keep(report, "webhooks.md")
     if not all(goal.met for goal in goals(outcomes)):
         raise SystemExit(1)
 
