@@ -43,18 +43,18 @@ def test_an_outage_is_reported_once_however_many_deliveries_give_up(client: redi
     assert first_report_of_outage(None)  # without a shared Redis every delivery reports
 
 
-def test_a_paid_reply_dropped_after_the_wait_is_logged_with_its_usage(
-    database_url: str, emulator_reset: EmulatorServer, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.ERROR, logger="worker.step")
-    assert Settings().store_retry_seconds >= 120  # the default wait; lowered here to see the end of it
+def a_step_cut_off_after_its_reply(
+    database_url: str, emulator: EmulatorServer, *, shared: redis.Redis | None
+) -> tuple[int, list[DatabaseUnavailable]]:
+    """A new job's first step, run through a proxy to the database that is cut once the request is sent: its reply
+    comes back to no database, for longer than the (lowered) wait. The job and what the step raised."""
     url = make_url(database_url)
     with CuttableProxy((url.host or "127.0.0.1", url.port or 5432)) as proxy:
         through_proxy = Database(url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False))
-        provider = Held(AnthropicProvider(api_key=TEST_API_KEY, base_url=emulator_reset.base_url))
+        provider = Held(AnthropicProvider(api_key=TEST_API_KEY, base_url=emulator.base_url))
         job_id = new_job(through_proxy, {"a.txt": "Alpha."})
-        steps = services(through_proxy, provider, [], store_retry_seconds=2)
-        errors: list[BaseException] = []
+        steps = replace(services(through_proxy, provider, [], store_retry_seconds=2), redis=shared)
+        errors: list[DatabaseUnavailable] = []
 
         def step() -> object:
             try:
@@ -70,6 +70,15 @@ def test_a_paid_reply_dropped_after_the_wait_is_logged_with_its_usage(
         thread.join(timeout=60)
         proxy.restore()
         through_proxy.dispose()
+    return job_id, errors
+
+
+def test_a_paid_reply_dropped_after_the_wait_is_logged_with_its_usage(
+    database_url: str, emulator_reset: EmulatorServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="worker.step")
+    assert Settings().store_retry_seconds >= 120  # the default wait; lowered here to see the end of it
+    _, errors = a_step_cut_off_after_its_reply(database_url, emulator_reset, shared=None)
     assert len(errors) == 1
     dropped = [r.getMessage() for r in caplog.records if "a paid reply to step 0 was dropped" in r.getMessage()]
     assert len(dropped) == 1 and "output" in dropped[0] and "input" in dropped[0]
@@ -80,28 +89,7 @@ def test_a_dropped_replys_charge_is_kept_in_redis_and_recorded_as_waste_once_the
     database: Database, emulator_reset: EmulatorServer, client: redis.Redis
 ) -> None:
     client.delete(UNRECORDED_CHARGES)
-    url = make_url(database.url)
-    with CuttableProxy((url.host or "127.0.0.1", url.port or 5432)) as proxy:
-        through_proxy = Database(url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False))
-        provider = Held(AnthropicProvider(api_key=TEST_API_KEY, base_url=emulator_reset.base_url))
-        job_id = new_job(through_proxy, {"a.txt": "Alpha."})
-        steps = replace(services(through_proxy, provider, [], store_retry_seconds=2), redis=client)
-        errors: list[BaseException] = []
-
-        def step() -> object:
-            try:
-                return run_step(job_id, steps)
-            except DatabaseUnavailable as error:
-                errors.append(error)
-                return None
-
-        thread, _ = in_thread(step)
-        assert provider.sending.wait(30)
-        proxy.cut()
-        provider.gate.set()
-        thread.join(timeout=60)
-        proxy.restore()
-        through_proxy.dispose()
+    job_id, errors = a_step_cut_off_after_its_reply(database.url, emulator_reset, shared=client)
     assert len(errors) == 1 and client.llen(UNRECORDED_CHARGES) == 1
     with database.session() as session:  # the dropped delivery's lease lapses; the reconciler hands the step on
         session.execute(update(Job).where(Job.id == job_id).values(lease_owner=None, lease_until=None))
