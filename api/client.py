@@ -12,7 +12,6 @@ from typing import Any, Self, TypeVar
 import httpx
 from httpx_sse import SSEError, connect_sse
 from pydantic import BaseModel
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from api.constants import DEFAULT_API_URL, PAGE_SIZE
 from api.schemas import (
@@ -262,6 +261,9 @@ class PlimsollClient:
     ) -> Model:
         """``_send`` under an ``Idempotency-Key`` (a fresh UUID if None), tried again with the same key while the API
         does not answer, answers a 5xx, or says the key's first request is still running."""
+        # Imported here: tenacity (and the tornado support it loads) would add a fifth to `plimsoll watch`'s start.
+        from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
         headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
         retrying = Retrying(
             retry=retry_if_exception(_worth_retrying),
