@@ -40,7 +40,8 @@ PLIMSOLL = ("Plimsoll", "cache-economic")
 Frontier = tuple[str, dict[str, list[Point]], list[Goal], Path]
 
 
-pytestmark = pytest.mark.bench
+# One xdist worker for the module: its frontier (about 40 s) is computed once, not once per worker that runs a test.
+pytestmark = [pytest.mark.bench, pytest.mark.xdist_group("cost_frontier")]
 
 
 @pytest.fixture(scope="module")
