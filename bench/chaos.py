@@ -31,6 +31,7 @@ from bench.chaos_cluster import Cluster
 from bench.chaos_report import render, results_markdown
 from bench.chaos_result import CODE_DIR, ChaosConfig, ChaosResult, FaultRecord
 from bench.chaos_services import Emulator, Postgres, Processes, Redis, SentrySink
+from bench.paid import paid
 from bench.provenance import provenance
 from demo.chapters import chapters
 from models.db import Database
@@ -169,6 +170,7 @@ def run_chaos(config: ChaosConfig, log: bool = True) -> ChaosResult:
         _too_long_phase(database, cluster, emulator, config, result)
         result.worker_exits = cluster.supervisor_restarts
         result.checks = check_jobs(database, result.submitted)
+        result.paid = paid(database)
         time.sleep(2)  # the SDK sends events from a background thread
         result.sentry = sink.snapshot()
         stats = emulator.stats()

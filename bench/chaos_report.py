@@ -85,6 +85,7 @@ def figures(result: ChaosResult) -> list[tuple[str, str]]:
         ("worker exits on their own (restarted as compose would)", str(result.worker_exits)),
         ("model requests / faults the emulator injected", _rejections(result)),
         ("transient retries recorded on jobs", str(checks.retries)),
+        ("billed (ledger)", str(result.paid) if result.paid else "not read"),
         ("fault window / last fault at", f"{config.seconds:.0f} s / {result.last_fault:.1f} s"),
         (
             "last fault → every job ended",

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.chaos_checks import Checks, Submitted
+from bench.paid import Paid
 
 CODE_DIR = Path(__file__).resolve().parent.parent
 
@@ -52,6 +53,7 @@ class ChaosResult:
     sentry: dict[str, int] = field(default_factory=dict)
     emulator_requests: int = 0
     emulator_rejections: dict[str, int] = field(default_factory=dict)
+    paid: Paid | None = None  # from the ledger
 
     @property
     def recovery_seconds(self) -> float | None:

@@ -32,6 +32,7 @@ from bench import fleet_sleep
 from bench.chaos_services import Processes
 from bench.cluster import sender, start_worker
 from bench.goals import Goal, render_goals
+from bench.paid import Paid, paid
 from bench.provenance import header, keep
 from bench.report import table
 from demo.chapters import chapters
@@ -100,6 +101,7 @@ class Result:
     limit: float  # our part of the limit, per minute
     failures: list[str] = field(default_factory=list)
     sleep: fleet_sleep.CapacitySleep | None = None  # worker-process time spent waiting for capacity
+    paid: Paid | None = None  # what the run was billed, from the ledger
 
     @property
     def per_answered(self) -> float:
@@ -176,6 +178,7 @@ def run_mode(workload: Workload, mode: Mode, emulator: EmulatorServer, database:
         limit=limit,
         failures=failures(database, [*burst, small]),
         sleep=capacity_sleep(metrics),
+        paid=paid(database, [*burst, small]),
     )
 
 
@@ -385,6 +388,8 @@ def render(workload: Workload, results: list[Result]) -> str:
         f"Limit used: input tokens counted in each {workload.window_seconds:.0f} s window after the first minute "
         "(the full bucket) and before the last, against our part of the limit. Ideal: the counted tokens beyond "
         "the first minute's full bucket, at our part of the limit.",
+        "",
+        *(f"- Billed ({r.mode.name}): {r.paid}." for r in results if r.paid is not None),
         "",
         "## Goals",
         "",
