@@ -110,6 +110,7 @@ bench: install-dev  ## the benchmarks, each printing its tables
 	$(BIN)/python -m bench.fleet_resilience
 	$(BIN)/python -m bench.fleet_throughput
 	$(BIN)/python -m bench.chaos --broker both
+	$(BIN)/python -m bench.budgets --write
 	$(BIN)/python -m bench.retention --full --write
 
 clean:

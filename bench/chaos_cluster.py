@@ -1,5 +1,5 @@
-"""The Celery side of a chaos run: N worker processes (prefork, 2 children each), beat, and the enqueuing client,
-each in its own process group, with the kills the harness injects.
+"""The Celery side of a chaos run: N worker processes (prefork, 2 children each unless told), beat, and the
+enqueuing client, each in its own process group, with the kills the harness injects.
 
 A supervisor thread plays compose's ``restart: unless-stopped``: a worker whose main process exits on its own (a
 prefork worker exits, for one, when a pool child dies before it has started) is started again a second later,
@@ -27,8 +27,11 @@ CHILD_WAIT_SECONDS = 10.0
 
 
 class Cluster:
-    def __init__(self, processes: Processes, code_dir: Path, env: Mapping[str, str], workers: int) -> None:
+    def __init__(
+        self, processes: Processes, code_dir: Path, env: Mapping[str, str], workers: int, concurrency: int = POOL_SIZE
+    ) -> None:
         self.processes = processes
+        self.concurrency = concurrency  # pool children per worker
         self.code_dir = code_dir
         self.env = {**env, "PYTHONPATH": str(code_dir), "PYTHONUNBUFFERED": "1"}
         self._lock = threading.Lock()  # one job id at a time through the enqueuer's pipes
@@ -55,7 +58,7 @@ class Cluster:
             self.processes,
             queue=self.queue,
             name=f"chaos{slot}@%h",
-            concurrency=POOL_SIZE,
+            concurrency=self.concurrency,
             env=self.env,
             cwd=self.code_dir,
             log=f"worker{slot}.log",
@@ -79,7 +82,7 @@ class Cluster:
     def wait_ready(self, timeout: float) -> None:
         """Until every worker has its pool up."""
         deadline = time.monotonic() + timeout
-        while not all(w is not None and len(pool_children(w.pid)) >= POOL_SIZE for w in self.workers):
+        while not all(w is not None and len(pool_children(w.pid)) >= self.concurrency for w in self.workers):
             for slot, process in enumerate(self.workers):
                 if process is not None and process.poll() is not None:
                     log = self.processes.root / f"worker{slot}.log"
