@@ -9,13 +9,15 @@ test's, ~50 s): 2 tenants, 12 jobs, 1 worker x 2 processes, the PostgreSQL resta
 worker leaves the steps it had taken but not started (prefetched, or held for a countdown) in Redis's
 ``unacked`` hash, which Redis gives back only after the broker's visibility timeout (2 x the request timeout +
 600 s); the reconciler counts them as still queued (worker/lease.py ``_still_queued``) and does not queue them
-again, so their jobs wait that long. A scaled run with a kill could not end within a minute; the full run keeps
-the kill and its report lists the jobs left so (found by this benchmark, not changed by it).
+again, so their jobs wait that long. Both scaled runs tried with a kill (one worker: it holds every step taken)
+left jobs so and could not end within a minute; the full run keeps the kill, and its report lists any jobs left
+so (found by this benchmark, not changed by it).
 What is measured, and how (``bench.budgets_report`` judges it):
 
 - Ledger vs billing: every charge is matched by its request id to the emulator's billing log (``GET
   /v1/emulator/billing``), priced at the prices the ledger charges; compared per job (subagents are jobs) and
-  per tenant, and billed requests no charge names are counted against the ledger.
+  per tenant, and billed requests no charge names are counted against the ledger: a request in flight in the
+  killed worker is billed, but the worker dies before it charges it.
 - Overshoot: each main job's ledger spend (its subagents' included) against its ``max_cost_usd``, each
   tenant-day's against its day budget (the tight one at the moment it was raised, and at the end against the
   raised one).
@@ -23,10 +25,13 @@ What is measured, and how (``bench.budgets_report`` judges it):
   amounts the reservation refused it with. It was stopped falsely if its budget less those two still held that
   worst case, or if its main job's final ledger spend plus that worst case fits the budget (the ledger only
   grows, so at the stop there was room).
-- Wind-down vs hard stop: pairs of jobs (nine short documents: three subagents) with the same documents and the
-  same tight budget (0.04 USD: about two of a request's worst cases), one with
+- Wind-down vs hard stop: pairs of jobs with the same documents and the same tight budget (``PAIRS``: jobs that
+  read six documents alone, and jobs that hand twelve to two subagents), one with
   ``wind_down`` and one without (a reproduction the workers allow here); the documents each answer covers are
-  the NOTE lines carrying the document's sha256 (``demo.run.notes_matching``).
+  the NOTE lines carrying the document's sha256 (``demo.run.notes_matching``); for a pair with subagents, the
+  documents its subagents' own answers cover are shown beside: a subagent that ends incomplete reaches its main
+  job as "The subagent did not finish" without its answer so far (worker/step/subagents.py
+  ``delegate_results``), so a wound-down main job reports only what its succeeded subagents found.
 - A tenant's day: the last tenant's day budget holds a few requests only. Once Redis shows it cannot hold one
   more and none of the tenant's jobs holds a lease, the benchmark raises it as the operator does
   (``models.tenants.set_limits``, what ``plimsoll tenant limits --daily-usd`` calls); its jobs must then end,
@@ -79,12 +84,15 @@ from worker.broker_view import UNACKED, step_of
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "budgets.md"
 INSTRUCTION = "Check each chapter against the notes and report one fact of each."
-DELEGATE_GROUP = 3  # six documents: two subagents; three: read by the job itself
+DELEGATE_GROUP = 6  # more documents than six: subagents of six each; six or fewer: read by the job itself
 MAX_OUTPUT_TOKENS = 1_000  # a worst case of a few steps' cost, so that a small budget holds a few steps
 GENEROUS_JOB_USD = Decimal("1.00")
 GENEROUS_DAY_USD = Decimal("100")
 TIMED_RESERVATIONS = 300
-PAIR_DOCUMENTS = 9
+# Pairs: (how they read, documents of 1,500 characters, budget in USD). A request's worst case is about 0.015 USD
+# (1,000 tokens of reply at 10 USD/Mtok, and its input), a step costs a few thousandths: each budget stops the pair
+# a few steps before its task is done.
+PAIRS = (("alone", 6, Decimal("0.025")), ("subagents", 12, Decimal("0.04")))
 LARGEST_WORST_CASE_USD = Decimal("0.03")  # about the most a request of this workload reserves (the stops show)
 
 
@@ -96,7 +104,6 @@ class Scale:
     pairs: int  # wind-down vs hard-stop pairs at a tight budget (two jobs each)
     workers: int
     processes: int  # pool children per worker
-    tight_job_usd: Decimal  # the pairs' budget
     tight_day_usd: Decimal  # the last tenant's day, until raised
     raised_day_usd: Decimal
     kill_at: float | None  # seconds after the jobs are queued (None: no kill; see the module's docstring)
@@ -110,27 +117,31 @@ class Scale:
 
 
 FULL = Scale(
-    "full", tenants=3, jobs=200, pairs=10, workers=2, processes=4, tight_job_usd=Decimal("0.04"),
+    "full", tenants=3, jobs=200, pairs=10, workers=2, processes=4,
     tight_day_usd=Decimal("0.10"), raised_day_usd=GENEROUS_DAY_USD, kill_at=40.0, postgres_at=70.0,
     wait_seconds=300.0,
 )  # fmt: skip
 SCALED = Scale(
-    "scaled", tenants=2, jobs=12, pairs=2, workers=1, processes=2, tight_job_usd=Decimal("0.04"),
+    "scaled", tenants=2, jobs=12, pairs=2, workers=1, processes=2,
     tight_day_usd=Decimal("0.05"), raised_day_usd=GENEROUS_DAY_USD, kill_at=None, postgres_at=10.0,
 )  # fmt: skip
 
 
-def plan_jobs(scale: Scale) -> list[tuple[int, str, dict[str, str]]]:
-    """(tenant index, role, documents) per main job: the pairs (tenant 0), then ordinary jobs round the tenants,
-    even ones with six documents, odd ones with three."""
+def plan_jobs(scale: Scale) -> list[tuple[int, str, dict[str, str], Decimal]]:
+    """(tenant index, role, documents, budget) per main job: the pairs (tenant 0), alternately reading alone and
+    with subagents, then ordinary jobs round the tenants, even ones with eight documents (two subagents), odd ones
+    with three."""
     pool = [*chapters(12, chars=3_000), *chapters(12, chars=6_000)]
-    planned: list[tuple[int, str, dict[str, str]]] = []
-    long = {c.name: c.text for c in chapters(PAIR_DOCUMENTS, chars=1_500)}  # three subagents, a budget too small
-    planned += [(0, role, long) for _ in range(scale.pairs) for role in ("wind-down", "hard stop")]
+    planned: list[tuple[int, str, dict[str, str], Decimal]] = []
+    for n in range(scale.pairs):
+        how, documents, usd = PAIRS[n % len(PAIRS)]
+        texts = {c.name: c.text for c in chapters(documents, chars=1_500)}
+        planned += [(0, f"{role} ({how})", texts, usd) for role in ("wind-down", "hard stop")]
     for n in range(scale.jobs - 2 * scale.pairs):
-        size = 2 * DELEGATE_GROUP if n % 2 == 0 else DELEGATE_GROUP
+        size = 8 if n % 2 == 0 else 3
         start = (5 * n) % (len(pool) - size)
-        planned.append(((n + 1) % scale.tenants, "ordinary", {c.name: c.text for c in pool[start : start + size]}))
+        texts = {c.name: c.text for c in pool[start : start + size]}
+        planned.append(((n + 1) % scale.tenants, "ordinary", texts, GENEROUS_JOB_USD))
     return planned
 
 
@@ -219,11 +230,10 @@ def _tenants(database: Database, scale: Scale) -> list[tuple[int, Decimal]]:
 def _submit(database: Database, scale: Scale, tenants: list[tuple[int, Decimal]]) -> list[Planned]:
     planned = []
     with database.session() as session:
-        for index, role, texts in plan_jobs(scale):
+        for index, role, texts, usd in plan_jobs(scale):
             tenant_id = tenants[index][0]
             ids = [add_document(session, tenant_id=tenant_id, name=n, content=t).id for n, t in texts.items()]
-            usd = GENEROUS_JOB_USD if role == "ordinary" else scale.tight_job_usd
-            options = JobOptions(max_cost_usd=usd, wind_down=role != "hard stop")
+            options = JobOptions(max_cost_usd=usd, wind_down=not role.startswith("hard stop"))
             job = create_job(session, tenant_id=tenant_id, instruction=INSTRUCTION, document_ids=ids, options=options)
             job.max_output_tokens = MAX_OUTPUT_TOKENS
             planned.append(Planned(job.id, tenant_id, role, texts, usd))

@@ -34,7 +34,7 @@ STOPS_SHOWN = 6  # the error prints each amount to 1/10,000 USD: three of them, 
 class Planned:
     job_id: int
     tenant_id: int
-    role: str  # "ordinary", "wind-down" or "hard stop"
+    role: str  # "ordinary", or "wind-down" or "hard stop" with how the pair reads: "(alone)", "(subagents)"
     texts: dict[str, str]
     max_cost_usd: Decimal
 
@@ -195,10 +195,17 @@ def covered(outcomes: Outcomes, job: Planned) -> int:
     return len(notes_matching(outcomes.jobs[job.job_id][4], job.texts))
 
 
-def pairs(outcomes: Outcomes) -> list[tuple[Planned, Planned]]:
-    told = [job for job in outcomes.planned if job.role == "wind-down"]
-    cut = [job for job in outcomes.planned if job.role == "hard stop"]
+def pairs(outcomes: Outcomes, how: str) -> list[tuple[Planned, Planned]]:
+    """The wind-down and hard-stop jobs that read ``how`` ("alone", "subagents"), side by side."""
+    told = [job for job in outcomes.planned if job.role == f"wind-down ({how})"]
+    cut = [job for job in outcomes.planned if job.role == f"hard stop ({how})"]
     return list(zip(told, cut, strict=True))
+
+
+def subagents_covered(outcomes: Outcomes, job: Planned) -> int:
+    """Documents the answers of ``job``'s subagents cover, whether or not they reached its own answer."""
+    answers = "\n".join(ended[4] for ended in outcomes.jobs.values() if ended[0] == job.job_id)
+    return len(notes_matching(answers, job.texts))
 
 
 def tight_tenant(outcomes: Outcomes) -> tuple[Counter[str], int]:
@@ -218,8 +225,6 @@ def goals(outcomes: Outcomes) -> list[Goal]:
     worst_job, worst_tenant = comparison.worst(comparison.per_job), comparison.worst(comparison.per_tenant)
     over = overshoots(outcomes)
     stops, false = money_stops(outcomes)
-    counted = [(t, c) for t, c in pairs(outcomes) if _reached(outcomes, t) and _reached(outcomes, c)]
-    told, cut = sum(covered(outcomes, t) for t, _ in counted), sum(covered(outcomes, c) for _, c in counted)
     states, lost = tight_tenant(outcomes)
     mean = statistics.fmean(outcomes.reservation_ms) if outcomes.reservation_ms else float("inf")
     return [
@@ -237,12 +242,7 @@ def goals(outcomes: Outcomes) -> list[Goal]:
             f"{len(over)} overshoot(s); {len(false)} false of {len(stops)} stop(s) for money"
             + ("" if outcomes.ended_all else "; not every job ended"),
         ),
-        Goal(
-            "jobs that reach their budget end incomplete, covering more documents wound down than hard-stopped",
-            bool(counted) and told > cut and all(covered(outcomes, t) >= covered(outcomes, c) for t, c in counted),
-            f"{len(counted)} of {len(pairs(outcomes))} pairs reached their budget: {told} documents covered wound "
-            f"down, {cut} hard-stopped",
-        ),
+        *(_wind_down_goal(outcomes, how) for how in ("alone", "subagents")),
         Goal(
             "a tenant over its day budget: its jobs wait and resume once it is raised, 0 failed, 0 lost",
             outcomes.waited is not None and outcomes.waited.jobs > 0 and states["failed"] == 0 and lost == 0,
@@ -255,6 +255,20 @@ def goals(outcomes: Outcomes) -> list[Goal]:
             f"{mean:.2f} ms a step (mean of {len(outcomes.reservation_ms)})",
         ),
     ]
+
+
+def _wind_down_goal(outcomes: Outcomes, how: str) -> Goal:
+    """Pairs where both jobs reached their budget (ended incomplete): the wound-down answers cover more."""
+    every = pairs(outcomes, how)
+    counted = [(t, c) for t, c in every if _reached(outcomes, t) and _reached(outcomes, c)]
+    told, cut = sum(covered(outcomes, t) for t, _ in counted), sum(covered(outcomes, c) for _, c in counted)
+    return Goal(
+        f"jobs ({'reading alone' if how == 'alone' else 'with subagents'}) that reach their budget end incomplete, "
+        "their answers covering more documents wound down than hard-stopped",
+        bool(counted) and told > cut and all(covered(outcomes, t) >= covered(outcomes, c) for t, c in counted),
+        f"{len(counted)} of {len(every)} pairs reached their budget: {told} documents covered wound down, {cut} "
+        "hard-stopped",
+    )
 
 
 def _reached(outcomes: Outcomes, job: Planned) -> bool:
@@ -354,7 +368,7 @@ def _kinds_table(outcomes: Outcomes) -> str:
 def _budgets_table(outcomes: Outcomes) -> str:
     spent = family_spend(outcomes)
     rows: list[list[object]] = []
-    for role in ("ordinary", "wind-down", "hard stop"):
+    for role in dict.fromkeys(job.role for job in outcomes.planned):
         jobs = [job for job in outcomes.planned if job.role == role]
         if jobs:
             most = max(spent[j.job_id] / j.max_cost_usd for j in jobs)
@@ -385,11 +399,15 @@ def _budgets_table(outcomes: Outcomes) -> str:
 def _pairs_table(outcomes: Outcomes) -> str:
     spent = family_spend(outcomes)
     rows = []
-    for n, (told, cut) in enumerate(pairs(outcomes), 1):
-        row: list[object] = [n, len(told.texts), f"{told.max_cost_usd}"]
-        for job in (told, cut):
-            row += [outcomes.jobs[job.job_id][2], covered(outcomes, job), f"{spent[job.job_id]:.4f}"]
-        rows.append(row)
+    for how in ("alone", "subagents"):
+        for told, cut in pairs(outcomes, how):
+            row: list[object] = [how, len(told.texts), f"{told.max_cost_usd}"]
+            for job in (told, cut):
+                ended = outcomes.jobs[job.job_id][2]
+                mine = covered(outcomes, job)
+                theirs = f" ({subagents_covered(outcomes, job)} in its subagents' answers)" if how != "alone" else ""
+                row += [ended, f"{mine}{theirs}", f"{spent[job.job_id]:.4f}"]
+            rows.append(row)
     header_ = ["pair", "documents", "budget USD", "wound down", "covered", "spent", "hard stop", "covered", "spent"]
     return table(header_, rows)
 
