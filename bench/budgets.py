@@ -193,6 +193,7 @@ def _environment(scale: Scale, database_url: str, broker_url: str, emulator_url:
         **os.environ,
         "PLIMSOLL_DATABASE_URL": database_url,
         "PLIMSOLL_BROKER_URL": broker_url,
+        "PLIMSOLL_LIMITER_URL": broker_url,  # the budgets' Redis, which this process reads too (not the tests')
         "PLIMSOLL_QUEUE": "celery",
         "PLIMSOLL_STEP_QUEUE": f"budgets-{uuid.uuid4().hex[:10]}",
         "PLIMSOLL_LEASE_SECONDS": str(scale.lease_seconds),

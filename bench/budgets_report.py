@@ -390,8 +390,9 @@ def _budgets_table(outcomes: Outcomes) -> str:
     shown += [f"stop: {stop}" for stop in stops[:STOPS_SHOWN] if stop not in false]
     if outcomes.stranded:
         shown.append(
-            f"unfinished at the end with their step in the broker's unacked hash (taken by the killed worker, "
-            f"given back by Redis only after its visibility timeout): jobs {sorted(outcomes.stranded)}"
+            "unfinished at the end, their step taken by a worker and not acknowledged (waiting for a countdown in a "
+            "live worker, or taken by the killed one: Redis gives those back only after the broker's visibility "
+            f"timeout): jobs {sorted(outcomes.stranded)}"
         )
     return "\n".join([*lines, "", *(f"- {line}" for line in shown)])
 
