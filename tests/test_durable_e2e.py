@@ -14,6 +14,7 @@ from sqlalchemy import select
 from demo.chapters import chapters
 from emulator import EmulatorServer
 from models.db import Database
+from models.history import all_messages
 from models.settings import Settings
 from models.tables import Job, JobKind, JobStatus, Notice, now
 from tests.support_worker import events_after_the_commit, submit, wait_for
@@ -81,6 +82,15 @@ def test_subagents_near_the_steps_their_main_job_shares_with_them_answer_early_a
     assert len(children) == 2 and {c.status for c in children} == {JobStatus.INCOMPLETE}
     assert all(c.final_answer for c in children)
     assert sum(c.step for c in children) + job.step <= 4
+    with database.session() as session:  # their answers so far reach the main job, marked as partial
+        results = [
+            block["content"]
+            for message in all_messages(session, job_id)
+            for block in message.content
+            if isinstance(block, dict) and block.get("type") == "tool_result"
+        ]
+    partial = [text for text in results if isinstance(text, str) and "its answer so far" in text]
+    assert len(partial) == 2 and all((c.final_answer or "-") in " ".join(partial) for c in children)
 
 
 def test_a_main_job_whose_subagents_did_not_finish_ends_incomplete_with_a_notice(

@@ -66,6 +66,9 @@ def delegate_results(
             return None
         if status == JobStatus.SUCCEEDED:
             blocks.append(result(call, child.final_answer or "(the subagent gave no answer)"))
+        elif status == JobStatus.INCOMPLETE and child.final_answer:  # wound down: what it found is worth having
+            partial = f"The subagent stopped before it finished ({why_unfinished(child)}); its answer so far:\n\n"
+            blocks.append(result(call, partial + child.final_answer))
         else:
             blocks.append(result(call, f"The subagent did not finish: {why_unfinished(child)}.", error=True))
     return {"role": "user", "content": [b for b in blocks if isinstance(b, dict)]}
