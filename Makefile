@@ -106,11 +106,13 @@ bench: install-dev  ## the benchmarks, each printing its tables
 	$(BIN)/python -m bench.compaction
 	$(BIN)/python -m bench.storage
 	$(BIN)/python -m bench.worker_overhead
-	$(BIN)/python -m bench.fleet
-	$(BIN)/python -m bench.fleet_resilience
-	$(BIN)/python -m bench.fleet_throughput
+	$(BIN)/python -m bench.fleet --write
+	$(BIN)/python -m bench.fleet_resilience --write
+	$(BIN)/python -m bench.fleet_throughput --write
 	$(BIN)/python -m bench.chaos --broker both
 	$(BIN)/python -m bench.budgets --write
+	$(BIN)/python -m bench.events --write
+	$(BIN)/python -m bench.webhooks --write
 	$(BIN)/python -m bench.retention --full --write
 
 clean:

@@ -6,9 +6,10 @@ broker still holds in its place and queues again only one whose message is lost.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -25,7 +26,7 @@ from models.tenants import create_tenant, set_running_cap
 from testbed.stack import REDIS_URL
 from tests.support import wait_until
 from tests.support_worker import quiet_fleet, wait_for
-from worker.broker_view import UNACKED, queued_steps, step_of
+from worker.broker_view import UNACKED, UNACKED_INDEX, queued_steps, step_of
 from worker.celery_app import recovery_queue
 from worker.fairness import priority_lists
 from worker.names import STEP_TASK
@@ -137,6 +138,36 @@ def test_a_step_waiting_in_a_queues_lists_is_seen_and_one_deleted_is_not() -> No
         assert queued_steps(client, [queue, recovery_queue(queue)]) == {(41, 3), (43, None)}
     finally:
         client.delete(*priority_lists(queue), *priority_lists(recovery_queue(queue)))
+        client.close()
+
+
+def test_a_step_a_killed_worker_had_taken_counts_only_for_a_lease_after_it_was_due() -> None:
+    queue = f"view-{uuid.uuid4().hex[:8]}"
+    app = Celery("view", broker=REDIS_URL)
+    app.conf.broker_transport_options = {"priority_steps": list(range(10)), "sep": ":"}
+    client = redis.Redis.from_url(REDIS_URL)
+    tags = []
+    try:
+        app.send_task(STEP_TASK, (51, 2), queue=queue)
+        app.send_task(STEP_TASK, (52, 0), queue=queue, countdown=300)
+        for name in priority_lists(queue):  # taken by a worker 100 s ago, as kombu records it, never acknowledged
+            while (raw := client.rpop(name)) is not None:
+                message = json.loads(cast(bytes, raw))
+                tag = message["properties"]["delivery_tag"]
+                client.hset(UNACKED, tag, json.dumps([message, "", queue]))
+                client.zadd(UNACKED_INDEX, {tag: time.time() - 100})
+                tags.append(tag)
+        assert queued_steps(client, [queue]) == {(51, 2), (52, 0)}
+        # One lease after it was due, a step still taken is one a killed worker had: its job is queued again.
+        # The other's countdown has not ended: a live worker holds it until then.
+        assert queued_steps(client, [queue], grace=30.0) == {(52, 0)}
+        client.zadd(UNACKED_INDEX, {tags[0]: time.time()})  # taken just now
+        assert queued_steps(client, [queue], grace=30.0) == {(51, 2), (52, 0)}
+    finally:
+        if tags:
+            client.hdel(UNACKED, *tags)
+            client.zrem(UNACKED_INDEX, *tags)
+        client.delete(*priority_lists(queue))
         client.close()
 
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import time
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 import redis
@@ -25,28 +27,47 @@ from worker.names import STEP_TASK
 logger = logging.getLogger(__name__)
 
 UNACKED = "unacked"  # kombu's default unacked_key
+UNACKED_INDEX = "unacked_index"  # kombu's default unacked_index_key: when each was taken (seconds since 1970)
 Step = tuple[int, int | None]  # a job and its step (None: whichever is current when it runs)
 
 
-def queued_steps(client: redis.Redis, queues: Iterable[str]) -> set[Step] | None:
+def queued_steps(client: redis.Redis, queues: Iterable[str], *, grace: float | None = None) -> set[Step] | None:
     """The steps of ``queues`` the broker holds now, waiting or taken and unacknowledged; None if Redis cannot
-    be read (the reconciler then queues again as it would without a view)."""
+    be read (the reconciler then queues again as it would without a view).
+
+    With ``grace``, a step taken but unacknowledged counts only until ``grace`` seconds after it was taken (or
+    after its countdown ends): a live worker runs it by then, while one a killed worker had taken stays in the
+    hash until the visibility timeout, ten minutes or more, and its job would wait that long."""
     names = list(queues)
     try:
         with client.pipeline(transaction=True) as pipe:  # one moment: no message moves between what is read
             for name in (name for queue in names for name in priority_lists(queue)):
                 pipe.lrange(name, 0, -1)
-            pipe.hvals(UNACKED)
-            *lists, unacked = pipe.execute()
+            pipe.hgetall(UNACKED)
+            pipe.zrange(UNACKED_INDEX, 0, -1, withscores=True)
+            *lists, unacked, taken_at = pipe.execute()
         messages = [message for listed in lists for message in listed]
-        for envelope in unacked:
+        taken = {_text(tag): float(score) for tag, score in taken_at}
+        for tag, envelope in unacked.items():
             message, _exchange, routing_key = json.loads(envelope)
-            if routing_key in names:
+            if routing_key in names and (grace is None or _still_taken(message, taken.get(_text(tag)), grace)):
                 messages.append(message)
     except (RedisError, ValueError, TypeError) as error:
         logger.warning("reconciler: the broker's queue could not be read (%s)", type(error).__name__)
         return None
     return {step for step in map(step_of, messages) if step is not None}
+
+
+def _still_taken(message: dict[str, Any], taken: float | None, grace: float) -> bool:
+    if taken is None:  # taken this moment: its index entry is written after the hash's
+        return True
+    eta = message.get("headers", {}).get("eta")
+    due = max(taken, datetime.fromisoformat(eta).timestamp() if eta else taken)
+    return time.time() < due + grace
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def step_of(raw: bytes | str | dict[str, Any]) -> Step | None:

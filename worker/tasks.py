@@ -171,8 +171,9 @@ def reconcile_task() -> int:
     return reconcile_now()
 
 
-def _broker_view() -> QueuedSteps | None:
-    """What the broker holds of this service's step queue and its recovery queue (Redis only)."""
+def _broker_view(grace: float) -> QueuedSteps | None:
+    """What the broker holds of this service's step queue and its recovery queue (Redis only); a step a worker
+    took counts for ``grace`` seconds (one lease) after it was due."""
     url = str(app.conf.broker_url)
     if not url.startswith(("redis://", "rediss://")):
         return None
@@ -180,7 +181,7 @@ def _broker_view() -> QueuedSteps | None:
 
     def view() -> set[Step] | None:
         with redis.Redis.from_url(url, socket_timeout=5.0, socket_connect_timeout=5.0) as client:
-            return queued_steps(client, [queue, recovery_queue(queue)])
+            return queued_steps(client, [queue, recovery_queue(queue)], grace=grace)
 
     return view
 
@@ -200,7 +201,7 @@ def reconcile_now() -> int:
             lease_seconds=services.settings.lease_seconds,
             enqueue=enqueue_with_celery,
             recover=recover,
-            queued=_broker_view(),
+            queued=_broker_view(services.settings.lease_seconds),
         )
         outage_over(_shared_redis())
         REQUEUED.labels("held").inc(len(recovered))
