@@ -17,7 +17,11 @@ pytestmark = [pytest.mark.xdist_group("tool_output"), pytest.mark.bench]
 
 # Measured and reported NOT MET (bench/results/worker_overhead.md): a short history's step is the step's own round
 # trips to PostgreSQL (claim, store, two commits) against the baseline's two reads; 1,000 messages and more meet it.
-WORKER_OVERHEAD_NOT_MET = ("time in our code per step ≤ 1.5× PostgreSQL alone for the same rows, at 25 messages",)
+WORKER_OVERHEAD_NOT_MET = (  # issue 39: NOT MET in the full run (bench/results/worker_overhead.md) at 25 messages;
+    # met there at 1,000 (1.28×) but within the noise of its bound in three steps on a loaded machine
+    "time in our code per step ≤ 1.5× PostgreSQL alone for the same rows, at 25 messages",
+    "time in our code per step ≤ 1.5× PostgreSQL alone for the same rows, at 1,000 messages",
+)
 
 
 @pytest.mark.serial  # times our code against PostgreSQL alone: the parallel pass's load would move it

@@ -599,18 +599,25 @@ def test_ctrl_c_while_waiting_stops_the_watching_with_130_and_says_the_job_goes_
 ) -> None:
     (tmp_path / "a.txt").write_text("Alpha.", encoding="utf-8")
     args = ["submit", "a.txt", "-i", "Read.", "--wait"] if command == "submit" else ["watch", str(new_job(served, key))]
-    env = {**os.environ, "PLIMSOLL_API_URL": served.url, "PLIMSOLL_API_KEY": key}
-    waiting = subprocess.Popen(
-        [sys.executable, "-m", "cli", *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    try:
-        # Watching: the job is queued (nothing runs it) and the command holds a connection to the API, polling it.
-        wait_until(lambda: queued_jobs(served, key) > 0 and connected(waiting), 60, "the command, watching")
-        time.sleep(0.5)
-    finally:
-        waiting.send_signal(signal.SIGINT)
-        out, err = waiting.communicate(timeout=30)
+    env = {**os.environ, "PLIMSOLL_API_URL": served.url, "PLIMSOLL_API_KEY": key, "PYTHONFAULTHANDLER": "1"}
+    # Files, not pipes: a process this test process forks meanwhile (a Celery pool replacing a child) would hold
+    # a pipe's end open, and reading it to its end would wait for that process, not for the command.
+    with (tmp_path / "out").open("w") as stdout, (tmp_path / "err").open("w") as stderr:
+        command_line = [sys.executable, "-m", "cli", *args]
+        waiting = subprocess.Popen(command_line, cwd=tmp_path, env=env, stdout=stdout, stderr=stderr)
+        try:
+            # Watching: the job is queued (nothing runs it) and the command holds a connection to the API.
+            wait_until(lambda: queued_jobs(served, key) > 0 and connected(waiting), 60, "the command, watching")
+            time.sleep(0.5)
+        finally:
+            waiting.send_signal(signal.SIGINT)
+            try:
+                waiting.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # PYTHONFAULTHANDLER: an abort writes the stacks of its threads
+                waiting.send_signal(signal.SIGABRT)
+                waiting.wait(timeout=10)
+                raise AssertionError(f"Ctrl-C did not stop it:\n{(tmp_path / 'err').read_text()[-4000:]}") from None
+    out, err = (tmp_path / "out").read_text(), (tmp_path / "err").read_text()
     job = max(j.id for j in jobs_of(served.database, key))
     assert waiting.returncode == 130, err
     assert f"Stopped watching; job {job} goes on." in err
@@ -619,9 +626,9 @@ def test_ctrl_c_while_waiting_stops_the_watching_with_130_and_says_the_job_goes_
         assert out.splitlines()[0] == str(job)  # its id was printed before the watching began
 
 
-def connected(process: subprocess.Popen[str]) -> bool:
+def connected(process: subprocess.Popen[bytes]) -> bool:
     """Whether the process holds a socket open (Linux): the command's client, once it has asked the API."""
-    assert process.poll() is None, process.communicate()
+    assert process.poll() is None, f"the command ended ({process.returncode}) before it was watching"
     for each in Path(f"/proc/{process.pid}/fd").iterdir():
         with contextlib.suppress(OSError):  # closed meanwhile
             if os.readlink(each).startswith("socket:"):

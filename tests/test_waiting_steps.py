@@ -91,6 +91,7 @@ def test_a_job_behind_its_tenants_cap_holds_no_message_and_starts_when_a_running
 def test_a_parked_job_starts_at_the_reconcilers_round_once_its_tenant_has_room(
     database: Database, emulator_reset: EmulatorServer
 ) -> None:
+    quiet_fleet(database, emulator_reset)  # no job of an earlier test for the round to find
     [job_id] = jobs_of_a_capped_tenant(database, 1, cap=1)
     with database.session() as session:  # as if a running job had been cancelled through the API: no step woke it
         session.get_one(Job, job_id).lease_until = None
