@@ -16,16 +16,19 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
 from api.schemas import ErrorBody, problem_text
 from models.budgets import OverBudget
 from models.errors import HistoryPurged, InvalidInput, NotFound
 from models.limits import OverQuota
+from worker.outages import is_outage
 from worker.tracebacks import scrubbed_traceback
 
 logger = logging.getLogger(__name__)
 
+BUSY_RETRY_SECONDS = 2
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status.HTTP_401_UNAUTHORIZED: {"model": ErrorBody, "description": "no API key, or an unknown or revoked one"},
     status.HTTP_404_NOT_FOUND: {"model": ErrorBody, "description": "no such object for this tenant"},
@@ -34,6 +37,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "the body is larger than the upload limit (room for one document of the largest size)",
     },
     status.HTTP_422_UNPROCESSABLE_CONTENT: {"model": ErrorBody, "description": "the input is not acceptable"},
+    status.HTTP_503_SERVICE_UNAVAILABLE: {
+        "model": ErrorBody,
+        "description": "the database is busy or unreachable: try again after Retry-After",
+    },
     status.HTTP_429_TOO_MANY_REQUESTS: {
         "model": ErrorBody,
         "description": "over the key's requests per minute (Retry-After says when to try again), or over one of the "
@@ -185,11 +192,25 @@ def not_json(body: object, error: json.JSONDecodeError | dict[str, Any]) -> str:
 
 
 async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, PoolTimeout) or is_outage(exc):
+        return busy(request, exc)
     # Where it was raised, not what it said nor the source lines: a database error quotes the values it was given
     # (a document, an instruction), and log lines carry no user text.
     logger.error("unhandled error in %s %s: %s", request.method, request.url.path, scrubbed_traceback(exc))
     sentry_sdk.capture_exception(exc)  # scrubbed by worker.sentry's before_send; nothing without a DSN
     return error(status.HTTP_500_INTERNAL_SERVER_ERROR, "internal error; it has been logged")
+
+
+def busy(request: Request, exc: Exception) -> JSONResponse:
+    """No database connection came free in time (more requests at once than the pool serves), or the database
+    cannot be reached: a 503 the client tries again after ``Retry-After``, not a 500 and an alert per request
+    (the health check and the worker's one outage event say the database is gone)."""
+    logger.warning(
+        "%s %s: the database is busy or unreachable (%s)", request.method, request.url.path, type(exc).__name__
+    )
+    answer = error(status.HTTP_503_SERVICE_UNAVAILABLE, "the service is busy or its database is unreachable; try again")
+    answer.headers["Retry-After"] = str(BUSY_RETRY_SECONDS)
+    return answer
 
 
 def _where(location: Sequence[Any]) -> str:
