@@ -104,6 +104,7 @@ class Follow:
     clients: int
     lost: int = 0
     twice: int = 0
+    busy: int = 0  # answers 503 (the API's database pool busy): the client asks again at its next poll
 
     def percentile(self, share: float) -> float:
         ordered = sorted(self.latencies)
@@ -339,6 +340,7 @@ def run_polling(base: str, pid: int, database: Database, workload: Workload) -> 
     key, jobs, _ = tenant_and_jobs(database, workload.jobs)
     followed = [jobs[i % len(jobs)] for i in range(workload.clients)]
     seen: list[list[tuple[int, int, float]]] = [[] for _ in followed]  # (job, step, when first seen)
+    busy: list[int] = []  # a job per poll answered 503
     stop = asyncio.Event()
 
     async def poll(http: httpx.AsyncClient, job_id: int, got: list[tuple[int, int, float]]) -> None:
@@ -346,10 +348,13 @@ def run_polling(base: str, pid: int, database: Database, workload: Workload) -> 
         shown = 0
         while not stop.is_set():
             answer = await http.get(f"/v1/jobs/{job_id}")
-            steps = answer.json()["progress"]["steps_done"]
-            now = time.time()
-            got.extend((job_id, n, now) for n in range(shown + 1, steps + 1))
-            shown = steps
+            if answer.status_code == 503:
+                busy.append(job_id)
+            else:
+                steps = answer.raise_for_status().json()["progress"]["steps_done"]
+                now = time.time()
+                got.extend((job_id, n, now) for n in range(shown + 1, steps + 1))
+                shown = steps
             await asyncio.sleep(POLL_EVERY)
 
     async def clients() -> None:
@@ -371,7 +376,7 @@ def run_polling(base: str, pid: int, database: Database, workload: Workload) -> 
     latencies = [
         at - writer.step_committed[job, n] for got in seen for job, n, at in got if (job, n) in writer.step_committed
     ]
-    return Follow(latencies, cpu, seconds, workload.clients)
+    return Follow(latencies, cpu, seconds, workload.clients, busy=len(busy))
 
 
 def run_resumes(base: str, database: Database, workload: Workload) -> Resumes:
@@ -603,6 +608,7 @@ def render(workload: Workload, result: Result) -> str:
                             f"{polling.cpu_per_client * 1000:.1f}",
                         ],
                         ["API CPU s in all", f"{follow.cpu_seconds:.2f}", f"{polling.cpu_seconds:.2f}"],
+                        ["answers 503 (the database pool busy)", follow.busy, polling.busy],
                     ],
                 ),
                 "",
