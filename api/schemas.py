@@ -16,6 +16,7 @@ from models.statuses import JobStatus, Strategy
 T = TypeVar("T")
 
 Id = Annotated[int, Field(ge=1, le=MAX_ID)]
+"""An id in a path, a query or a body: out of range is a 422 naming the field, never a database error."""
 
 
 def _written_as_a_day(value: object) -> object:
@@ -26,7 +27,6 @@ def _written_as_a_day(value: object) -> object:
 
 
 Day = Annotated[date, BeforeValidator(_written_as_a_day)]
-"""An id in a path, a query or a body: out of range is a 422 naming the field, never a database error."""
 
 
 ENDPOINT = "the host its requests go to, recorded when it was created (null: created before hosts were recorded)"

@@ -49,6 +49,7 @@ def test_usage_gives_a_tenants_spending_by_day_month_model_and_job_over_a_range(
             caller.get("/v1/usage", params={"from": f"{today}", "to": f"{earlier}"}),
             caller.get("/v1/usage", params={"from": "2026-13-01"}),
             caller.get("/v1/usage", params={"from": f"{today - timedelta(days=400)}", "to": f"{today}"}),
+            caller.get("/v1/usage", params={"to": "0"}),  # a number is not a day (pydantic would read 1970-01-01)
         ]
     recent = spent["main"] + spent["sub"]
     assert (this_month["first_day"], this_month["last_day"]) == (f"{today.replace(day=1)}", f"{today}")
@@ -60,5 +61,5 @@ def test_usage_gives_a_tenants_spending_by_day_month_model_and_job_over_a_range(
     assert [m["model"] for m in both["models"]] == [Settings().default_model]
     assert both["by_kind"]["wasted"] == pytest.approx(this_month["by_kind"]["wasted"])
     assert this_month["by_kind"]["wasted"] > 0
-    assert [r.status_code for r in refusals] == [422, 422, 422]
-    assert "after" in refusals[0].text and "366 days" in refusals[2].text
+    assert [r.status_code for r in refusals] == [422, 422, 422, 422]
+    assert "after" in refusals[0].text and "366 days" in refusals[2].text and "YYYY-MM-DD" in refusals[3].text
