@@ -18,6 +18,7 @@ Amounts are whole nano-USD in Redis: exact in Lua's numbers up to 9 million USD,
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -33,6 +34,8 @@ from models.limits import OverQuota, TenantLimits, tenant_limits
 from models.pricing import Unpriced, prices_of
 from models.settings import Settings
 from models.tables import Charge, Job
+
+logger = logging.getLogger(__name__)
 
 KEYS = "plimsoll:budget:"
 NANO = Decimal("0.000000001")
@@ -281,7 +284,7 @@ def refuse_when_spent(session: Session, job: Job, settings: Settings, budgets: B
     for scope in tenant_scopes(job.tenant_id, tenant_limits(session, job.tenant_id, settings), at):
         if scope.limit is None or scope.end is None:
             continue
-        standing = budgets.standing(scope) if budgets else Standing(spent_in_ledger(session, scope), Decimal(0))
+        standing = _standing_or_ledger(session, scope, budgets)
         if standing.spent + standing.held + smallest > scope.limit:
             hours, rest = divmod(int((scope.end - at).total_seconds()), 3600)
             raise OverBudget(
@@ -291,3 +294,14 @@ def refuse_when_spent(session: Session, job: Job, settings: Settings, budgets: B
                 f"({scope.where})",
                 scope.end,
             )
+
+
+def _standing_or_ledger(session: Session, scope: Scope, budgets: Budgets | None) -> Standing:
+    """The budget's standing in the shared Redis, or from the ledger alone where there is none or it cannot be
+    reached (what requests in flight hold is not known then: the workers' reservations still guard the budget)."""
+    if budgets is not None:
+        try:
+            return budgets.standing(scope)
+        except redis.RedisError as error:
+            logger.warning("budgets unavailable when a job was submitted (%s): the ledger alone", type(error).__name__)
+    return Standing(spent_in_ledger(session, scope), Decimal(0))

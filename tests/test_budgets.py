@@ -18,16 +18,18 @@ import pytest
 import redis
 from sqlalchemy import select
 
-from models.budgets import Budgets, Scope, job_scope, namespace_of, spent_in_ledger
+from models.budgets import Budgets, Scope, job_scope, namespace_of, refuse_when_spent, spent_in_ledger
 from models.db import Database
+from models.jobs import FamilyUse
 from models.ledger import ChargeKind, record_charge
 from models.pricing import prices_of
 from models.settings import Settings
 from models.tables import Job, JobStatus, Notice
 from models.tenants import issue_key, set_limits
-from testbed.stack import REDIS_URL
+from testbed.stack import REDIS_URL, free_port
 from tests.support_api import serve_api
 from tests.support_worker import new_job, services, submit
+from worker.money import money_of, nearly_spent
 from worker.providers.base import Provider
 from worker.step import run_step
 
@@ -254,3 +256,16 @@ def test_a_continued_job_takes_the_higher_budget_it_is_given(database: Database)
             session, tenant_id=tenant_id, job_id=old, instruction="Go on.", options=JobOptions(max_cost_usd=Decimal(2))
         ).job
         assert new.max_cost_usd == Decimal(2)
+
+
+def test_a_budgets_redis_out_of_reach_neither_fails_a_step_s_plan_nor_a_submission(database: Database) -> None:
+    # Seen under chaos: a Redis restart while a step planned its wind-down failed the job (a ConnectionError).
+    job_id = new_job(database, {"a.txt": "Alpha."})
+    unreachable = Budgets(redis.Redis(port=free_port(), socket_connect_timeout=1), "nowhere", lambda scope: Decimal(0))
+    settings = Settings(daily_usd_per_tenant=Decimal(5))  # a day's budget, which a submission checks
+    with database.session() as session:
+        job = session.get_one(Job, job_id)
+        money = money_of(session, job, settings, input_tokens=1_000, max_tokens=1_000)
+        left = nearly_spent(job, FamilyUse(0, 0), money, unreachable, expected_input=1_000, within=3)
+        refuse_when_spent(session, job, settings, unreachable)  # the ledger alone: nothing spent, not refused
+    assert left is None  # steps and tokens are far from their ends; the money is not known: no note

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
+from redis.exceptions import RedisError
 from sqlalchemy.orm import Session
 
-from models.budgets import Budgets, Scope, job_scope, tenant_scopes
+from models.budgets import Budgets, Scope, Standing, job_scope, tenant_scopes
 from models.costs import worst_case
 from models.jobs import FamilyUse, shared_limits
 from models.limits import tenant_limits
@@ -73,7 +74,11 @@ def nearly_spent(
     )
     if budgets is not None and money.prices is not None:
         scope = money.spends[0]
-        standing = budgets.standing(scope)
+        try:
+            standing = budgets.standing(scope)
+        except RedisError as error:  # the note is an improvement: the reservation itself waits for Redis
+            logger.warning("job %s: budgets unavailable for the wind-down (%s)", job.id, type(error).__name__)
+            standing = Standing(spent=Decimal(0), held=Decimal(0))
         if standing.sent > 0 and scope.limit is not None:
             left = scope.limit - standing.spent - standing.held
             average = standing.spent / standing.sent
