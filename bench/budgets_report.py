@@ -78,6 +78,7 @@ class Outcomes:
 
 
 def billed_usd(entry: dict[str, Any], settings: Settings) -> Decimal:
+    """An entry of the emulator's billing log priced at the prices the ledger charges (the model's, now)."""
     return cost_of(
         prices_of(entry["model"], settings),
         uncached=entry["uncached_tokens"],

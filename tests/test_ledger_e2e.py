@@ -14,13 +14,12 @@ import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy import select, update
 
+from bench.budgets_report import billed_usd
 from demo.chapters import chapters
 from emulator import EmulatorServer
-from models.costs import cost_of
 from models.db import Database
 from models.history import all_messages
 from models.ledger import ChargeKind
-from models.pricing import prices_of
 from models.settings import Settings
 from models.tables import Charge, Job, JobStatus, now
 from tests.support import wait_until
@@ -35,18 +34,6 @@ LATENCY = 1.5  # seconds per request while the duplicate is made: long enough to
 def counted(model: str, kind: str) -> float:
     """plimsoll_cost_usd_total{model, kind} as the workers in this process count it."""
     return REGISTRY.get_sample_value("plimsoll_cost_usd_total", {"model": model, "kind": kind}) or 0.0
-
-
-def billed_usd(entry: dict[str, Any], settings: Settings) -> Decimal:
-    """A billing log entry priced at the prices the ledger charges (the model's, now)."""
-    return cost_of(
-        prices_of(entry["model"], settings),
-        uncached=entry["uncached_tokens"],
-        written=entry["cache_write_tokens"],
-        read=entry["cache_read_tokens"],
-        output=entry["output_tokens"],
-        cache_ttl_seconds=settings.cache_ttl_seconds,
-    ).total
 
 
 def run_twice_mid_call(database: Database, emulator: EmulatorServer, job_id: int) -> int:
