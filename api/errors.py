@@ -16,6 +16,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
@@ -201,6 +202,10 @@ async def unexpected(request: Request, exc: Exception) -> JSONResponse:
     return error(status.HTTP_500_INTERNAL_SERVER_ERROR, "internal error; it has been logged")
 
 
+async def database_busy(request: Request, exc: Exception) -> JSONResponse:
+    return busy(request, exc)
+
+
 def busy(request: Request, exc: Exception) -> JSONResponse:
     """No database connection came free in time (more requests at once than the pool serves), or the database
     cannot be reached: a 503 the client tries again after ``Retry-After``, not a 500 and an alert per request
@@ -229,4 +234,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(OverQuota, over_quota)
     app.add_exception_handler(RequestValidationError, malformed_request)
     app.add_exception_handler(HTTPException, http_error)
+    # Handled inside the app, so that the server does not log the error again as unhandled (an outage is expected).
+    for database_gone in (PoolTimeout, OperationalError, InterfaceError):
+        app.add_exception_handler(database_gone, database_busy)
     app.add_exception_handler(Exception, unexpected)
