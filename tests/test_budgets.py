@@ -32,6 +32,7 @@ from tests.support_worker import new_job, services, submit
 from worker.money import money_of, nearly_spent
 from worker.providers.base import Provider
 from worker.step import run_step
+from worker.step.spend import REDIS_WAIT_SECONDS
 
 pytestmark = pytest.mark.usefixtures("emulator_reset")
 
@@ -269,3 +270,19 @@ def test_a_budgets_redis_out_of_reach_neither_fails_a_step_s_plan_nor_a_submissi
         left = nearly_spent(job, FamilyUse(0, 0), money, unreachable, expected_input=1_000, within=3)
         refuse_when_spent(session, job, settings, unreachable)  # the ledger alone: nothing spent, not refused
     assert left is None  # steps and tokens are far from their ends; the money is not known: no note
+
+
+def test_a_step_whose_budgets_redis_is_out_of_reach_waits_seconds_and_goes_on_when_it_is_back(
+    database: Database, anthropic_provider: Provider
+) -> None:
+    # Seen under chaos: a Redis restart of five seconds held a job for the budget's minute-long recheck.
+    woken: list[int] = []
+    steps = services(database, anthropic_provider, woken)
+    steps.budgets = Budgets(redis.Redis(port=free_port(), socket_connect_timeout=1), "nowhere", lambda s: Decimal(0))
+    job_id = submit(database, DOCUMENTS, enqueue=False)
+    waiting = run_step(job_id, steps)
+    assert waiting.action == "waiting_for_budget" and waiting.retry_in == REDIS_WAIT_SECONDS
+    assert Settings().budget_recheck_seconds > REDIS_WAIT_SECONDS and woken == [job_id]
+    steps.budgets = _budgets(database)  # Redis is back
+    outcomes = _run(job_id, steps)
+    assert outcomes[-1].action == "finished" and outcomes[-1].status == JobStatus.SUCCEEDED

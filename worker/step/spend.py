@@ -35,6 +35,7 @@ from worker.step.services import Services, store_surviving_outages
 logger = logging.getLogger(__name__)
 
 IN_FLIGHT_WAIT_SECONDS = 2.0  # a request kept out only by others in flight looks again this soon
+REDIS_WAIT_SECONDS = 5.0  # and one kept out by the shared Redis out of reach (a restart takes seconds)
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ def hold(planned: Planned, job_id: int, owner: str, services: Services) -> Hold 
     except RedisError as error:
         # Budgets are a promise: without the shared Redis nothing is sent that could pass one (the step waits).
         logger.warning("job %s: budgets unavailable (%s); the step waits", job_id, type(error).__name__)
-        return _wait(planned, job_id, owner, services, settings.budget_recheck_seconds)
+        return _wait(planned, job_id, owner, services, min(REDIS_WAIT_SECONDS, settings.budget_recheck_seconds))
     if over is None:
         return Hold(ticket, planned.spends, planned)
     scope = over.scope
