@@ -483,6 +483,9 @@ def run_views(base: str, database: Database, workload: Workload) -> Views:
     return Views(workload.view_steps, (kept[0], kept[1]), (history[0], history[1]))
 
 
+CONNECTIONS = 100  # the POSTs' client connections: the requests in flight at once
+
+
 def run_posts(base: str, database: Database, workload: Workload) -> Posts:
     key, _, document_id = tenant_and_jobs(database, 0)
     run_id = uuid.uuid4().hex[:8]
@@ -508,9 +511,17 @@ def run_posts(base: str, database: Database, workload: Workload) -> Posts:
             return
 
     async def clients() -> None:
-        limits = httpx.Limits(max_connections=100)
+        # At most CONNECTIONS in flight, as many as the pool has: thousands of requests waiting on httpx's pool
+        # cost the client more CPU than the API spends answering them.
+        slots = asyncio.Semaphore(CONNECTIONS)
+
+        async def in_a_slot(http: httpx.AsyncClient, index: int) -> None:
+            async with slots:
+                await post(http, index)
+
+        limits = httpx.Limits(max_connections=CONNECTIONS)
         async with httpx.AsyncClient(base_url=base, headers={"X-API-Key": key}, limits=limits, timeout=120) as http:
-            await asyncio.gather(*(post(http, i) for i in range(workload.posts)))
+            await asyncio.gather(*(in_a_slot(http, i) for i in range(workload.posts)))
 
     asyncio.run(clients())
     with database.session() as session:
