@@ -20,10 +20,12 @@ from typing import Annotated
 
 import anyio
 from fastapi import Depends, Header, Request, status
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
 from api.deps import TenantDep, database_of
 from api.errors import error
@@ -33,6 +35,7 @@ from models.errors import InvalidInput
 from models.idempotency import answer_key, claim_key, release_key
 from models.settings import get_settings
 from models.tables import IdempotencyKey
+from worker.outages import is_outage
 
 KEY_HEADER = "Idempotency-Key"
 KEY_PATTERN = r"[!-~]{1,255}"
@@ -126,6 +129,18 @@ class Idempotency:
 
 
 def _keep(hold: _Hold, code: int, content_type: str | None, body: bytes) -> None:
+    """The answer kept (or the key freed), tried again while the database is busy or away: a key left without its
+    answer would answer its retries 409 until it counts as abandoned."""
+    retrying = Retrying(
+        retry=retry_if_exception(lambda error: isinstance(error, PoolTimeout) or is_outage(error)),
+        wait=wait_exponential(multiplier=0.1, max=2.0),
+        stop=stop_after_delay(WAIT_SECONDS),
+        reraise=True,
+    )
+    retrying(_keep_once, hold, code, content_type, body)
+
+
+def _keep_once(hold: _Hold, code: int, content_type: str | None, body: bytes) -> None:
     assert hold.database is not None
     with hold.database.sessions() as session:
         if code >= status.HTTP_500_INTERNAL_SERVER_ERROR or code in NOT_KEPT:

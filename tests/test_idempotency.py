@@ -24,12 +24,14 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import func, select, text, update
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from typer.testing import CliRunner
 
+from api import idempotency
 from api.client import PlimsollClient
 from cli.main import app as cli
 from models.db import Database
-from models.idempotency import ABANDONED_AFTER, CLEANED_PER_CLAIM
+from models.idempotency import ABANDONED_AFTER, CLEANED_PER_CLAIM, answer_key
 from models.tables import IdempotencyKey, Job, now
 from testbed.stack import REDIS_URL, environment, free_port
 from tests.support import wait_until
@@ -408,3 +410,25 @@ def answer_lost_once(target: str, marker: bytes) -> Iterator[LosingProxy]:
         yield proxy
     finally:
         proxy.listener.close()
+
+
+def test_an_answer_the_database_was_too_busy_to_keep_is_kept_once_it_can(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Seen in bench.events: 100 requests at once exhausted one API process's pool, and keys whose answer could not
+    # be written stayed without one, answering every retry 409 until they counted as abandoned (ten minutes).
+    caller = api.tenant()
+    document = caller.document("a.txt", "Some text.")
+    failures = [PoolTimeout("QueuePool limit reached")]
+
+    def busy_once(*args: Any, **kwargs: Any) -> None:
+        if failures:
+            raise failures.pop()
+        answer_key(*args, **kwargs)
+
+    monkeypatch.setattr(idempotency, "answer_key", busy_once)
+    key = str(uuid.uuid4())
+    first = post_job(caller, key, document)
+    again = post_job(caller, key, document)
+    assert first.status_code == again.status_code == 201 and not failures
+    assert again.headers["Idempotent-Replayed"] == "true" and again.content == first.content
