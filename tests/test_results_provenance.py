@@ -133,7 +133,7 @@ def test_the_readme_has_a_headline_for_every_report() -> None:
 INCLUDED = {
     "chaos.md": ["chaos"],
     "budgets.md": ["budgets"],
-    "push.md": ["webhooks"],
+    "push.md": ["events", "webhooks"],
     "three-failures.md": ["three_failures"],
     "estimates.md": ["estimator", "fit_variants"],
     "cost.md": ["cost_frontier"],
