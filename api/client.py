@@ -156,7 +156,8 @@ class PlimsollClient:
                     source.response.read()
                     raise ApiError(source.response.status_code, _detail(source.response))
                 for message in source.iter_sse():
-                    yield EventView.model_validate_json(message.data)
+                    if message.data:  # a keep-alive ping (a comment) comes through httpx-sse as an empty message
+                        yield EventView.model_validate_json(message.data)
         except (httpx.TransportError, SSEError) as error:
             raise ApiUnreachable(
                 f"the event stream of the Plimsoll API at {self.base_url} broke off: {error}"

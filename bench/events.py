@@ -296,7 +296,8 @@ async def follow_stream(http: httpx.AsyncClient, job_id: int, after: int, arriva
     async with aconnect_sse(http, "GET", f"/v1/jobs/{job_id}/events", params={"after": after}) as source:
         source.response.raise_for_status()
         async for message in source.aiter_sse():
-            arrivals.append((int(message.id), time.time()))
+            if message.data:  # not a keep-alive ping, which httpx-sse passes on with the last event's id
+                arrivals.append((int(message.id), time.time()))
 
 
 def lost_and_twice(received: list[int], stored: list[int]) -> tuple[int, int]:
@@ -404,6 +405,8 @@ def run_resumes(base: str, database: Database, workload: Workload) -> Resumes:
                 source.response.raise_for_status()
                 got = 0
                 async for message in source.aiter_sse():
+                    if not message.data:  # a keep-alive ping
+                        continue
                     last = int(message.id)
                     received[job_id].append(last)
                     got += 1

@@ -64,9 +64,9 @@ def a_running_job(database: Database) -> tuple[int, str]:
         return job.id, key
 
 
-def finish_soon(database: Database, job_id: int, *, with_event: bool) -> threading.Thread:
+def finish_soon(database: Database, job_id: int, *, with_event: bool, after: float = 0.5) -> threading.Thread:
     def work() -> None:
-        time.sleep(0.5)
+        time.sleep(after)
         with database.session() as session:
             job = session.get_one(Job, job_id)
             job.final_answer = "All read."
@@ -153,3 +153,15 @@ def test_a_page_of_messages_is_bounded_in_bytes_and_says_where_the_next_starts(d
                 offset = page["next_offset"]
     assert [m["seq"] for page in pages for m in page] == list(range(11))  # every message once, in order
     assert max(len(page) for page in pages) < 11 and all(page for page in pages)
+
+
+def test_keep_alive_pings_between_events_are_not_events(database: Database) -> None:
+    # A ping is an SSE comment, which httpx-sse passes on as a message without data: read as an event, it crashed
+    # `plimsoll watch` after the first quiet interval (15 s by default; 1 s here, two of them before the end).
+    job_id, key = a_running_job(database)
+    with environment({"PLIMSOLL_EVENTS_PING_SECONDS": "1"}), uvicorn_serving(create_app(database=database)) as url:
+        worker = finish_soon(database, job_id, with_event=True, after=2.5)
+        with PlimsollClient(url, key) as client:
+            types = [event.type for event in client.job_events(job_id)]
+        worker.join()
+    assert types[-1] == "job.ended" and "" not in types
