@@ -208,8 +208,10 @@ async def database_busy(request: Request, exc: Exception) -> JSONResponse:
 
 def busy(request: Request, exc: Exception) -> JSONResponse:
     """No database connection came free in time (more requests at once than the pool serves), or the database
-    cannot be reached: a 503 the client tries again after ``Retry-After``, not a 500 and an alert per request
-    (the health check and the worker's one outage event say the database is gone)."""
+    cannot be reached: a 503 the client tries again after ``Retry-After``, not a 500. A database out of reach is a
+    failure Sentry hears of (it groups them); a busy pool is load, and is only logged."""
+    if not isinstance(exc, PoolTimeout):
+        sentry_sdk.capture_exception(exc)  # scrubbed by worker.sentry's before_send; nothing without a DSN
     logger.warning(
         "%s %s: the database is busy or unreachable (%s)", request.method, request.url.path, type(exc).__name__
     )

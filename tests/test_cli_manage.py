@@ -604,7 +604,13 @@ def test_ctrl_c_while_waiting_stops_the_watching_with_130_and_says_the_job_goes_
     # a pipe's end open, and reading it to its end would wait for that process, not for the command.
     with (tmp_path / "out").open("w") as stdout, (tmp_path / "err").open("w") as stderr:
         command_line = [sys.executable, "-m", "cli", *args]
-        waiting = subprocess.Popen(command_line, cwd=tmp_path, env=env, stdout=stdout, stderr=stderr)
+        # An ignored SIGINT is inherited, and under xdist this process was seen ignoring it (the command then never
+        # heard the Ctrl-C): started as from a terminal, with Python's own handler.
+        inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            waiting = subprocess.Popen(command_line, cwd=tmp_path, env=env, stdout=stdout, stderr=stderr)
+        finally:
+            signal.signal(signal.SIGINT, inherited)
         try:
             # Watching: the job is queued (nothing runs it) and the command holds a connection to the API.
             wait_until(lambda: queued_jobs(served, key) > 0 and connected(waiting), 60, "the command, watching")

@@ -44,15 +44,15 @@ def sink() -> Iterator[SentrySink]:
 
 
 def test_the_api_reports_an_unexpected_error_to_the_dsn_of_its_settings(sink: SentrySink) -> None:
-    """A request that meets a database nobody can reach answers 500, and Sentry (started by ``create_app`` from
-    PLIMSOLL_SENTRY_DSN) receives the error."""
+    """A request that meets a database nobody can reach answers 503 (try again), and Sentry (started by
+    ``create_app`` from PLIMSOLL_SENTRY_DSN) receives the error."""
     unreachable = Database("postgresql+psycopg://nobody@127.0.0.1:9/none?connect_timeout=2")
     with (
         environment({"PLIMSOLL_SENTRY_DSN": sink.dsn}),
         TestClient(create_app(database=unreachable), raise_server_exceptions=False) as client,
     ):
         response = client.get("/v1/jobs", headers={"X-API-Key": "some-key"})
-    assert response.status_code == 500
+    assert response.status_code == 503
     sentry_sdk.flush()
     kinds = wait_until(sink.snapshot, 10, "the API's event arrived")
     assert kinds == {"OperationalError": 1}
