@@ -14,6 +14,7 @@ from bench.budgets_report import goals, render
 @pytest.mark.bench
 @pytest.mark.worker
 @pytest.mark.timeout(240)
+@pytest.mark.serial  # the reservation's time per step (goal ≤ 2 ms) is moved by the parallel pass's load (4.69 ms seen)
 def test_the_scaled_budgets_benchmark_meets_its_goals() -> None:
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")
