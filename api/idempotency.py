@@ -7,7 +7,12 @@ below 500 is kept, a refusal too, but a 429 (a rate or a quota, which a later re
 failure: nothing was stored, the retry runs again) free the key. A request that finds its key held by one still
 running waits for that answer (polling the row, holding neither a thread nor a connection meanwhile), and is told
 409 if none comes within ``WAIT_SECONDS``. The claim is a row inserted under the key's primary key
-(models/idempotency.py), so it holds across every API process."""
+(models/idempotency.py), so it holds across every API process.
+
+A route that changes something commits its change and its answer in one transaction (``HeldKey.commit``): a
+retry of a request whose change was made always gets its answer, whatever fails after that commit (a busy pool,
+a lost connection, a killed API process). Only answers of requests that changed nothing (refusals) are kept
+afterwards, by the middleware."""
 
 from __future__ import annotations
 
@@ -20,7 +25,11 @@ from typing import Annotated
 
 import anyio
 from fastapi import Depends, Header, Request, status
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.responses import Response
@@ -53,12 +62,31 @@ class Answered(Exception):
 
 
 @dataclass
-class _Hold:
-    """What the middleware learns from the route: the key this request holds, if it holds one."""
+class HeldKey:
+    """The request's key once it holds it (``key`` empty when it sent none), shared by the route and the
+    middleware through the request's scope."""
 
     database: Database | None = None
     tenant_id: int = 0
     key: str = ""
+    answered: bool = False
+
+    def commit(self, session: Session, answer: BaseModel, status_code: int = status.HTTP_200_OK) -> Response:
+        """Commit the route's change with its answer kept under the key in the same transaction, and answer it."""
+        response = JSONResponse(jsonable_encoder(answer), status_code)
+        if self.key:
+            kind = response.headers["content-type"]
+            answer_key(
+                session,
+                tenant_id=self.tenant_id,
+                key=self.key,
+                status_code=status_code,
+                content_type=kind,
+                body=bytes(response.body),
+            )
+        session.commit()
+        self.answered = bool(self.key)
+        return response
 
 
 async def idempotency_key(
@@ -73,11 +101,11 @@ async def idempotency_key(
             "what the first request answered (for 24 hours), one with another body is refused (422)",
         ),
     ] = None,
-) -> None:
+) -> HeldKey:
     """Before the route runs: claim the key, or answer (``Answered``) with its kept answer or a refusal."""
-    hold: _Hold | None = request.scope.get(SCOPE_KEY)
+    hold: HeldKey | None = request.scope.get(SCOPE_KEY)
     if key is None or hold is None:
-        return
+        return HeldKey()
     body = await request.body()  # read already for a JSON route; api.limits.BodyLimit stops one over the limit
     database = database_of(request)
     claim = _Claim(database, tenant.id, key, fingerprint(request, body))
@@ -85,10 +113,11 @@ async def idempotency_key(
     if answer is not None:
         raise Answered(answer)
     hold.database, hold.tenant_id, hold.key = database, tenant.id, key
+    return hold
 
 
-IDEMPOTENT = [Depends(idempotency_key)]
-"""A route's ``dependencies``: it takes the header."""
+KeyDep = Annotated[HeldKey, Depends(idempotency_key)]
+"""A route that changes something takes the header, and commits with ``HeldKey.commit``."""
 
 
 async def answered(_request: Request, exc: Exception) -> Response:
@@ -97,8 +126,8 @@ async def answered(_request: Request, exc: Exception) -> Response:
 
 
 class Idempotency:
-    """ASGI middleware: keeps the answer of a request that holds its key (``idempotency_key``), or frees the key
-    when the answer is not to be kept."""
+    """ASGI middleware: keeps the answer of a request that holds its key (``idempotency_key``) and did not commit
+    it with its change, or frees the key when the answer is not to be kept."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -107,7 +136,7 @@ class Idempotency:
         if scope["type"] != "http" or scope["method"] != "POST" or KEY_HEADER not in Headers(scope=scope):
             await self.app(scope, receive, send)
             return
-        hold = _Hold()
+        hold = HeldKey()
         started: Message = {}
         sent = bytearray()
 
@@ -121,14 +150,14 @@ class Idempotency:
         try:
             await self.app({**scope, SCOPE_KEY: hold}, receive, kept)
         finally:
-            if hold.database is not None:
+            if hold.database is not None and not hold.answered:
                 code = int(started.get("status", status.HTTP_500_INTERNAL_SERVER_ERROR))
                 content_type = Headers(raw=started.get("headers", [])).get("content-type")
                 with anyio.CancelScope(shield=True):
                     await run_in_threadpool(_keep, hold, code, content_type, bytes(sent))
 
 
-def _keep(hold: _Hold, code: int, content_type: str | None, body: bytes) -> None:
+def _keep(hold: HeldKey, code: int, content_type: str | None, body: bytes) -> None:
     """The answer kept (or the key freed), tried again while the database is busy or away: a key left without its
     answer would answer its retries 409 until it counts as abandoned."""
     retrying = Retrying(
@@ -140,7 +169,7 @@ def _keep(hold: _Hold, code: int, content_type: str | None, body: bytes) -> None
     retrying(_keep_once, hold, code, content_type, body)
 
 
-def _keep_once(hold: _Hold, code: int, content_type: str | None, body: bytes) -> None:
+def _keep_once(hold: HeldKey, code: int, content_type: str | None, body: bytes) -> None:
     assert hold.database is not None
     with hold.database.sessions() as session:
         if code >= status.HTTP_500_INTERNAL_SERVER_ERROR or code in NOT_KEPT:
@@ -149,6 +178,7 @@ def _keep_once(hold: _Hold, code: int, content_type: str | None, body: bytes) ->
             answer_key(
                 session, tenant_id=hold.tenant_id, key=hold.key, status_code=code, content_type=content_type, body=body
             )
+            session.commit()
 
 
 class _Claim:

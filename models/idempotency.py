@@ -46,13 +46,13 @@ def claim_key(
 def answer_key(
     session: Session, *, tenant_id: int, key: str, status_code: int, content_type: str | None, body: bytes
 ) -> None:
-    """Keep the answer of the request that holds the key, for its retries."""
+    """Keep the answer of the request that holds the key, for its retries, in the caller's transaction (with the
+    change it answers, where there is one). An answer kept already stays."""
     session.execute(
         update(IdempotencyKey)
-        .where(IdempotencyKey.tenant_id == tenant_id, IdempotencyKey.key == key)
+        .where(IdempotencyKey.tenant_id == tenant_id, IdempotencyKey.key == key, IdempotencyKey.status_code.is_(None))
         .values(status_code=status_code, content_type=content_type, body=body)
     )
-    session.commit()
 
 
 def release_key(session: Session, *, tenant_id: int, key: str) -> None:

@@ -15,7 +15,9 @@ import pytest
 import redis
 from celery import Celery
 
-from api.routes.jobs import queue_first_step
+from api.idempotency import HeldKey
+from api.routes.jobs import start_job
+from api.views import job_view
 from demo.chapters import chapters
 from emulator import EmulatorServer
 from models.db import Database
@@ -56,7 +58,8 @@ def jobs_of_a_capped_tenant(database: Database, count: int, cap: int) -> list[in
 def submitted(database: Database, job_id: int) -> None:
     """What the API does once it has created the job (api/routes/jobs.py)."""
     with database.sessions() as session:
-        queue_first_step(session, session.get_one(Job, job_id), lambda job: enqueue_step(job, 0))
+        job = session.get_one(Job, job_id)
+        start_job(session, job, lambda job: enqueue_step(job, 0), HeldKey(), lambda: job_view(session, job))
 
 
 def the_job(database: Database, job_id: int) -> Job:

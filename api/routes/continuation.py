@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter, HTTPException, Response, status
 
 from api.budgets import check_budgets
 from api.deps import EnqueueDep, SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
-from api.idempotency import IDEMPOTENT
-from api.routes.jobs import queue_first_step
+from api.idempotency import KeyDep
+from api.routes.jobs import start_job
 from api.schemas import ContinueIn, ErrorBody, Id, JobView
 from api.views import job_view
 from models.continuation import continue_job
@@ -20,7 +20,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
 @router.post(
     "/{job_id}/continue",
     status_code=status.HTTP_201_CREATED,
-    dependencies=IDEMPOTENT,
+    response_model=JobView,
     responses={
         409: {
             "model": ErrorBody,
@@ -30,8 +30,8 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERROR_RESPONSES)
     },
 )
 def continue_in_a_new_chat(
-    job_id: Id, next_step: ContinueIn, tenant: TenantDep, session: SessionDep, enqueue: EnqueueDep
-) -> JobView:
+    job_id: Id, next_step: ContinueIn, tenant: TenantDep, session: SessionDep, enqueue: EnqueueDep, key: KeyDep
+) -> Response:
     """A new job over the same documents, starting from a hand-over of this one (what it was asked, what it
     produced, what it left to do) and the next step. The two jobs link to each other. Documents of the old job
     that were deleted are named in ``warnings``; with none left, the continuation is refused (409)."""
@@ -46,6 +46,9 @@ def continue_in_a_new_chat(
     except Conflict as conflict:
         raise HTTPException(status.HTTP_409_CONFLICT, str(conflict)) from None
     check_budgets(session, continued.job)
-    queue_first_step(session, continued.job, enqueue)
-    view = job_view(session, continued.job)
-    return view.model_copy(update={"warnings": [*continued.warnings, *view.warnings]})
+
+    def answer() -> JobView:
+        view = job_view(session, continued.job)
+        return view.model_copy(update={"warnings": [*continued.warnings, *view.warnings]})
+
+    return start_job(session, continued.job, enqueue, key, answer)

@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES, not_json, unreadable_body
-from api.idempotency import IDEMPOTENT
+from api.idempotency import HeldKey, KeyDep
 from api.queries import document_of, documents_query, page_of
 from api.routes.pagination import WindowDep, page
 from api.schemas import DocumentIn, DocumentsCreated, DocumentView, ErrorBody, Id, Page, problem_text
@@ -46,13 +46,13 @@ UPLOAD_BODY: dict[str, Any] = {
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
-    dependencies=IDEMPOTENT,
+    response_model=DocumentsCreated,
     openapi_extra={"requestBody": UPLOAD_BODY},
     responses={
         415: {"model": ErrorBody, "description": "neither JSON nor multipart form data"},
     },
 )
-async def upload_documents(request: Request, tenant: TenantDep, session: SessionDep) -> DocumentsCreated:
+async def upload_documents(request: Request, tenant: TenantDep, session: SessionDep, key: KeyDep) -> Response:
     """Store one document (JSON ``{"name", "content"}``) or several files (multipart, parts named ``files``).
     All or nothing: if one file is refused, none is stored, and the error names it. The same text under the same
     name as one of the tenant's documents is that document again (``reused``), not a copy."""
@@ -68,7 +68,7 @@ async def upload_documents(request: Request, tenant: TenantDep, session: Session
             status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
             f"send JSON {{'name', 'content'}} or multipart/form-data with 'files', not {media_type or 'no type'}",
         )
-    return await run_in_threadpool(_store, session, tenant_id=tenant.id, texts=texts)
+    return await run_in_threadpool(_store, session, key, tenant_id=tenant.id, texts=texts)
 
 
 def _json_document(body: bytes) -> NamedText:
@@ -84,13 +84,14 @@ def _json_document(body: bytes) -> NamedText:
     return NamedText(document.name, document.content)
 
 
-def _store(session: Session, *, tenant_id: int, texts: list[NamedText]) -> DocumentsCreated:
+def _store(session: Session, key: HeldKey, *, tenant_id: int, texts: list[NamedText]) -> Response:
     stored = [store_document(session, tenant_id=tenant_id, name=t.name, content=t.content) for t in texts]
-    session.commit()
-    return DocumentsCreated(
+    session.flush()
+    created = DocumentsCreated(
         documents=[DocumentView.model_validate(each.document) for each in stored],
         reused=sorted({each.document.id for each in stored if each.reused}),
     )
+    return key.commit(session, created, status.HTTP_201_CREATED)
 
 
 @router.get("")

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, HTTPException, Query, Response, status
+from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from api.budgets import check_budgets
 from api.deps import Enqueue, EnqueueDep, SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
-from api.idempotency import IDEMPOTENT
+from api.idempotency import HeldKey, KeyDep
 from api.queries import jobs_query, locked_job_of, messages_page, page_of, steps_query
 from api.routes.pagination import WindowDep, page
 from api.schemas import (
@@ -49,31 +51,34 @@ NO_DOCUMENTS = (
 )
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, dependencies=IDEMPOTENT)
-def submit_job(job_in: JobIn, tenant: TenantDep, session: SessionDep, enqueue: EnqueueDep) -> JobView:
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=JobView)
+def submit_job(job_in: JobIn, tenant: TenantDep, session: SessionDep, enqueue: EnqueueDep, key: KeyDep) -> Response:
     """Create a job over the tenant's documents and queue its first step."""
     if not job_in.document_ids:  # a job over nothing would "succeed" with an empty report
         raise InvalidInput(NO_DOCUMENTS)
     job = _job_of(session, tenant.id, job_in)
-    queue_first_step(session, job, enqueue)
-    return job_view(session, job)
+    return start_job(session, job, enqueue, key, lambda: job_view(session, job))
 
 
-def queue_first_step(session: Session, job: Job, enqueue: Enqueue) -> None:
-    """Commit the new job, then queue its first step (a worker that picks it up at once must find the job). If
-    the broker cannot be reached, the job keeps its deadline and the reconciler queues it when it is back. If its
-    tenant's running jobs fill its cap, the job is parked instead: no step of it waits in the broker until one of
-    them ends and gives it the place (worker/tenant_cap.py)."""
+def start_job(session: Session, job: Job, enqueue: Enqueue, key: HeldKey, answer: Callable[[], BaseModel]) -> Response:
+    """Commit the new job with its answer, then queue its first step (a worker that picks it up at once must find
+    the job). If the broker cannot be reached, the job keeps its deadline and the reconciler queues it when it is
+    back. If its tenant's running jobs fill its cap, the job is parked instead: no step of it waits in the broker
+    until one of them ends and gives it the place (worker/tenant_cap.py)."""
     placed = take_place(session, job.id, get_settings())
-    session.commit()
-    if not placed:
-        return
+    response = key.commit(session, answer(), status.HTTP_201_CREATED)
+    if placed:
+        _enqueue_first_step(job.id, enqueue)
+    return response
+
+
+def _enqueue_first_step(job_id: int, enqueue: Enqueue) -> None:
     try:
-        enqueue(job.id)
+        enqueue(job_id)
     except Exception as error:
         logger.warning(
             "job %s: first step not queued (%s); the reconciler will\n%s",
-            job.id,
+            job_id,
             type(error).__name__,
             scrubbed_traceback(error),
         )
@@ -176,10 +181,10 @@ def list_steps(job_id: Id, tenant: TenantDep, session: SessionDep, window: Windo
 
 @router.post(
     "/{job_id}/cancel",
-    dependencies=IDEMPOTENT,
+    response_model=JobView,
     responses={409: {"model": ErrorBody, "description": "the job has finished already"}},
 )
-def cancel_job(job_id: Id, tenant: TenantDep, session: SessionDep) -> JobView:
+def cancel_job(job_id: Id, tenant: TenantDep, session: SessionDep, key: KeyDep) -> Response:
     """Cancel a queued or running job and its unfinished subagents. The step in flight, if any, completes, and
     no further step runs."""
     # Locked, so that a step finishing at this moment is not overwritten as cancelled, nor the reverse.
@@ -194,36 +199,34 @@ def cancel_job(job_id: Id, tenant: TenantDep, session: SessionDep) -> JobView:
     for each in [*session.scalars(children), job]:  # the main job's ended event last: it ends its stream
         if not each.status.finished:
             end_job(session, each, JobStatus.CANCELLED, at=cancelled_at)
-    session.commit()
-    return job_view(session, job)
+    return key.commit(session, job_view(session, job))
 
 
 @router.post(
     "/{job_id}/hold",
-    dependencies=IDEMPOTENT,
+    response_model=JobView,
     responses={**GONE, 409: {"model": ErrorBody, "description": "the job is a subagent: hold its main job"}},
 )
-def hold_job(job_id: Id, tenant: TenantDep, session: SessionDep) -> JobView:
+def hold_job(job_id: Id, tenant: TenantDep, session: SessionDep, key: KeyDep) -> Response:
     """Keep the job's history (its subagents' with it) whatever the tenant's retention policy, until released."""
-    return _set_hold(session, tenant.id, job_id, held=True)
+    return _set_hold(session, key, tenant.id, job_id, held=True)
 
 
 @router.post(
     "/{job_id}/release",
-    dependencies=IDEMPOTENT,
+    response_model=JobView,
     responses={409: {"model": ErrorBody, "description": "the job is a subagent: release its main job"}},
 )
-def release_job(job_id: Id, tenant: TenantDep, session: SessionDep) -> JobView:
+def release_job(job_id: Id, tenant: TenantDep, session: SessionDep, key: KeyDep) -> Response:
     """Give the job's history back to the tenant's retention policy: purged at the next sweep once it is due."""
-    return _set_hold(session, tenant.id, job_id, held=False)
+    return _set_hold(session, key, tenant.id, job_id, held=False)
 
 
-def _set_hold(session: Session, tenant_id: int, job_id: int, *, held: bool) -> JobView:
+def _set_hold(session: Session, key: HeldKey, tenant_id: int, job_id: int, *, held: bool) -> Response:
     # Locked, so that a sweep purging the job at this moment either finishes first (410) or sees the hold.
     job = locked_job_of(session, tenant_id=tenant_id, job_id=job_id)
     try:
         set_hold(job, held=held)
     except Conflict as conflict:
         raise HTTPException(status.HTTP_409_CONFLICT, str(conflict)) from None
-    session.commit()
-    return job_view(session, job)
+    return key.commit(session, job_view(session, job))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
 from api.deps import SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
-from api.idempotency import IDEMPOTENT
+from api.idempotency import KeyDep
 from api.queries import notice_of, notices_query, page_of
 from api.routes.pagination import WindowDep, page
 from api.schemas import Id, NoticeView, Page
@@ -31,11 +31,10 @@ def list_notices(
     return page([NoticeView.model_validate(n) for n in rows], total, window)
 
 
-@router.post("/{notice_id}/read", dependencies=IDEMPOTENT)
-def mark_notice_read(notice_id: Id, tenant: TenantDep, session: SessionDep) -> NoticeView:
+@router.post("/{notice_id}/read", response_model=NoticeView)
+def mark_notice_read(notice_id: Id, tenant: TenantDep, session: SessionDep, key: KeyDep) -> Response:
     """Mark a notice read. Marking it again keeps the time it was first read."""
     notice = notice_of(session, tenant_id=tenant.id, notice_id=notice_id)
     if notice.read_at is None:
         notice.read_at = now()
-        session.commit()
-    return NoticeView.model_validate(notice)
+    return key.commit(session, NoticeView.model_validate(notice))

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from api.deps import SessionDep, TenantDep
 from api.errors import ERROR_RESPONSES
-from api.idempotency import IDEMPOTENT
+from api.idempotency import KeyDep
 from api.queries import page_of
 from api.routes.pagination import WindowDep, page
 from api.schemas import (
@@ -30,15 +30,15 @@ from models.webhooks import DeliveryStatus, EndpointError, add_endpoint, endpoin
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], responses=ERROR_RESPONSES)
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, dependencies=IDEMPOTENT)
-def create_webhook(webhook: WebhookIn, tenant: TenantDep, session: SessionDep) -> WebhookCreated:
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=WebhookCreated)
+def create_webhook(webhook: WebhookIn, tenant: TenantDep, session: SessionDep, key: KeyDep) -> Response:
     """Register an endpoint for event types. Its signing secret is in this answer only."""
     try:
         endpoint = add_endpoint(session, tenant_id=tenant.id, url=webhook.url, event_types=webhook.events)
     except EndpointError as error:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(error)) from None
-    session.commit()
-    return WebhookCreated.model_validate(endpoint)
+    session.flush()
+    return key.commit(session, WebhookCreated.model_validate(endpoint), status.HTTP_201_CREATED)
 
 
 @router.get("")
@@ -81,8 +81,10 @@ def list_deliveries(
     return page(views_of(session, rows), total, window)
 
 
-@router.post("/deliveries/{delivery_id}/redeliver", status_code=status.HTTP_202_ACCEPTED, dependencies=IDEMPOTENT)
-def redeliver(delivery_id: Id, tenant: TenantDep, session: SessionDep) -> WebhookDeliveryView:
+@router.post(
+    "/deliveries/{delivery_id}/redeliver", status_code=status.HTTP_202_ACCEPTED, response_model=WebhookDeliveryView
+)
+def redeliver(delivery_id: Id, tenant: TenantDep, session: SessionDep, key: KeyDep) -> Response:
     """Send a delivery again now, with the same webhook-id, whatever became of it (its retry time starts anew)."""
     delivery = session.get(WebhookDelivery, delivery_id, with_for_update=True)
     if delivery is None or delivery.tenant_id != tenant.id:
@@ -91,11 +93,11 @@ def redeliver(delivery_id: Id, tenant: TenantDep, session: SessionDep) -> Webhoo
     if endpoint is None or endpoint.removed_at is not None:
         raise HTTPException(status.HTTP_409_CONFLICT, f"webhook endpoint {delivery.endpoint_id} was removed")
     reopen(session, delivery)
-    session.commit()
+    answer = key.commit(session, views_of(session, [delivery])[0], status.HTTP_202_ACCEPTED)
     from worker.webhook_tasks import send_delivery  # imported when first needed: it loads Celery
 
     send_delivery(delivery.id, manual=True)
-    return views_of(session, [delivery])[0]
+    return answer
 
 
 def views_of(session: Session, rows: list[WebhookDelivery]) -> list[WebhookDeliveryView]:
