@@ -73,8 +73,10 @@ def _racer(namespace: str, main_job: int, seed: int, results: Any) -> None:
 
 def test_processes_racing_for_one_budget_never_spend_past_it() -> None:
     namespace, main_job = uuid.uuid4().hex[:12], 7
-    results: Any = multiprocessing.Queue()
-    racers = [multiprocessing.Process(target=_racer, args=(namespace, main_job, n, results)) for n in range(6)]
+    # Spawned, not forked: a fork of an xdist worker can copy a lock another thread holds (a racer hung in CI).
+    processes = multiprocessing.get_context("spawn")
+    results: Any = processes.Queue()
+    racers = [processes.Process(target=_racer, args=(namespace, main_job, n, results)) for n in range(6)]
     for racer in racers:
         racer.start()
     for racer in racers:

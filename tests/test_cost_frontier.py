@@ -40,11 +40,12 @@ PLIMSOLL = ("Plimsoll", "cache-economic")
 Frontier = tuple[str, dict[str, list[Point]], list[Goal], Path]
 
 
-# One xdist worker for the module: its frontier (about 40 s) is computed once, not once per worker that runs a test.
+# One xdist worker for the module, and the frontier (about 40 s) kept for the session: computed once, even where
+# the worker runs other modules' tests between this one's (a module fixture was computed twice in CI).
 pytestmark = [pytest.mark.bench, pytest.mark.xdist_group("cost_frontier")]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def frontier(tmp_path_factory: pytest.TempPathFactory) -> Frontier:
     out = tmp_path_factory.mktemp("results")
     text, results, goals = report(scale=0.1, agent_rounds=60, agent_budget=150_000, out=out)
