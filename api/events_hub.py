@@ -1,6 +1,8 @@
 """How the API learns of new events without polling the database per client: one listener per API process
 (PostgreSQL LISTEN on ``models.events.CHANNEL``, whose NOTIFY is delivered at the commit of the event it names)
-wakes the streams of the event's tenant and job, and each stream then reads its own rows after its last id.
+moves the *horizon* (below), and one reader then reads the new events once for every stream of the process and
+hands each live stream its own. A stream reads the database itself only to catch up (a resume, a new stream, one
+that fell ``BATCH`` events behind, a resync): it is live once its read reached what the reader has handed out.
 
 PostgreSQL rather than Redis pub/sub: the NOTIFY is part of the event's transaction, so it is sent if and only if
 the event committed, in commit order; a message published to Redis after the commit would be lost if the worker
@@ -20,6 +22,7 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
 from anyio import to_thread
@@ -27,7 +30,7 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from models.db import Database
-from models.events import CHANNEL, last_event_id
+from models.events import CHANNEL, event_view, last_event_id
 from models.settings import Settings
 from models.tables import Event
 
@@ -39,18 +42,40 @@ WRITERS = (
     "AND granted AND pid <> pg_backend_pid()"
 )
 TICK_SECONDS = 0.1  # how often a hole's age is looked at while no notification comes
+BATCH = 500
+"""Events read at once, and the most a live stream holds unsent: one further behind reads the database again."""
 
 
 @dataclass(eq=False)
 class Subscriber:
-    """A stream: the tenant's events, or one job's; ``wake`` is set when the horizon passes one of them."""
+    """A stream: the tenant's events, or one job's; ``wake`` is set when there may be more for it. A live stream
+    is handed its events (``pending``) as the hub reads them."""
 
     tenant_id: int
     job_id: int | None
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    live: bool = False
+    pending: list[dict[str, Any]] = field(default_factory=list)
 
     def wants(self, tenant_id: int, job_id: int) -> bool:
         return self.tenant_id == tenant_id and (self.job_id is None or self.job_id == job_id)
+
+    def hand(self, event: dict[str, Any]) -> None:
+        if not self.live:
+            return
+        if len(self.pending) >= BATCH:  # a slow client: it catches up from the database, nothing kept for it
+            self.demote()
+            return
+        self.pending.append(event)
+
+    def demote(self) -> None:
+        self.live = False
+        self.pending.clear()
+        self.wake.set()
+
+    def take(self) -> list[dict[str, Any]]:
+        taken, self.pending = self.pending, []
+        return taken
 
 
 class Hub:
@@ -58,11 +83,14 @@ class Hub:
         self.database = database
         self.settings = settings
         self.horizon = 0
+        self.handed = 0  # every event up to this id was handed to the live streams that want it
         self._resynced = 0  # the horizon read at the last resync
+        self._generation = 0  # a resync starts a new one: a read begun before it is not handed out
         self.subscribers: set[Subscriber] = set()
         self._committed: dict[int, tuple[int, int]] = {}  # ids above the horizon that committed: (tenant, job)
         self._hole_since: tuple[int, float] | None = None  # the first missing id above the horizon, and since when
         self._ready = asyncio.Event()
+        self._advanced = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     async def subscribe(self, tenant_id: int, job_id: int | None) -> Subscriber:
@@ -83,11 +111,54 @@ class Hub:
                 await self._task
             self._task = None
 
+    def caught_up(self, subscriber: Subscriber, upto: int, generation: int) -> None:
+        """The stream read the database up to ``upto``: live if nothing was handed out since."""
+        subscriber.live = upto == self.handed and generation == self._generation
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
     async def _run(self) -> None:
-        if self.database.engine.dialect.name == "postgresql":
-            await self._listen()
-        else:
-            await self._poll()
+        reader = asyncio.create_task(self._hand_out(), name="plimsoll-events-reader")
+        try:
+            if self.database.engine.dialect.name == "postgresql":
+                await self._listen()
+            else:
+                await self._poll()
+        finally:
+            reader.cancel()
+
+    async def _hand_out(self) -> None:
+        """Read what the horizon passed, once, and hand it to the streams that want it."""
+        while True:
+            await self._advanced.wait()
+            self._advanced.clear()
+            while self.handed < self.horizon:
+                generation, after, upto = self._generation, self.handed, self.horizon
+                try:
+                    events = await to_thread.run_sync(self._events_between, after, upto)
+                except Exception as error:  # the database away: the streams wait for the listener's resync
+                    logger.warning("reading new events failed (%s)", type(error).__name__)
+                    await asyncio.sleep(RECONNECT_SECONDS)
+                    continue
+                if generation != self._generation:
+                    continue
+                self.handed = events[-1][1]["id"] if len(events) == BATCH else upto
+                woken: set[Subscriber] = set()
+                for tenant_id, event in events:
+                    for subscriber in self.subscribers:
+                        if subscriber.wants(tenant_id, event["job_id"]):
+                            subscriber.hand(event)
+                            woken.add(subscriber)
+                for subscriber in woken:
+                    subscriber.wake.set()
+
+    def _events_between(self, after: int, upto: int) -> list[tuple[int, dict[str, Any]]]:
+        """The events with ids in (after, upto], at most ``BATCH``, each with its tenant."""
+        with self.database.session() as session:
+            query = select(Event).where(Event.id > after, Event.id <= upto).order_by(Event.id).limit(BATCH)
+            return [(each.tenant_id, event_view(each)) for each in session.scalars(query)]
 
     async def _listen(self) -> None:
         url = self.database.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
@@ -111,13 +182,13 @@ class Hub:
         while True:
             await asyncio.sleep(self.settings.events_poll_seconds)
             try:
-                newest = await to_thread.run_sync(self._newest_after, self.horizon)
+                newest = await to_thread.run_sync(self._last_id)
             except Exception as error:
                 logger.warning("looking for new events failed (%s)", type(error).__name__)
                 continue
-            for event_id, tenant_id, job_id in newest:
-                self.horizon = max(self.horizon, event_id)
-                self._wake([(tenant_id, job_id)])
+            if newest[0] > self.horizon:
+                self.horizon = newest[0]
+                self._advanced.set()
 
     async def _resync(self) -> None:
         """Start over from the highest committed id, once every transaction that was writing events when it was
@@ -127,12 +198,13 @@ class Hub:
         while writing and time.monotonic() < deadline:
             await asyncio.sleep(TICK_SECONDS)
             writing = await to_thread.run_sync(self._still_writing, writing)
-        self.horizon = self._resynced = horizon
+        self.horizon = self._resynced = self.handed = horizon
+        self._generation += 1
         self._committed = {k: v for k, v in self._committed.items() if k > horizon}
         self._hole_since = None
         self._ready.set()
         for subscriber in self.subscribers:
-            subscriber.wake.set()
+            subscriber.demote()  # it reads what it missed from the database
 
     def _last_id(self) -> tuple[int, set[str]]:
         """The highest committed id, and the transactions writing events (PostgreSQL) as it was read."""
@@ -150,11 +222,6 @@ class Hub:
         # A transaction that inserted an event holds this lock on the table until it ends.
         rows = session.execute(text(WRITERS))
         return {row[0] for row in rows}
-
-    def _newest_after(self, after: int) -> list[tuple[int, int, int]]:
-        with self.database.session() as session:
-            query = select(Event.id, Event.tenant_id, Event.job_id).where(Event.id > after).order_by(Event.id)
-            return [(row.id, row.tenant_id, row.job_id) for row in session.execute(query)]
 
     def _committed_event(self, payload: str) -> None:
         try:
@@ -177,11 +244,12 @@ class Hub:
 
     def _advance(self) -> None:
         """Move the horizon over the ids that committed, and over a hole older than ``events_hole_seconds``."""
-        released = []
+        released = False
         while self._committed:
             following = self.horizon + 1
             if following in self._committed:
-                released.append(self._committed.pop(following))
+                self._committed.pop(following)
+                released = True
                 self.horizon = following
                 continue
             now = time.monotonic()
@@ -190,7 +258,8 @@ class Hub:
             if now - self._hole_since[1] < self.settings.events_hole_seconds:
                 break
             self.horizon = min(self._committed) - 1  # the hole given up for, whatever its length
-        self._wake(released)
+        if released:
+            self._advanced.set()
 
     def _wake(self, events: Iterable[tuple[int, int]]) -> None:
         for tenant_id, job_id in set(events):

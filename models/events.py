@@ -70,6 +70,17 @@ def events_after(
     return list(session.scalars(query.order_by(Event.id).limit(limit)))
 
 
+def event_view(event: Event) -> dict[str, Any]:
+    """An event as its stream sends it."""
+    return {
+        "id": event.id,
+        "type": event.type,
+        "job_id": event.job_id,
+        "created_at": event.created_at.isoformat(),
+        "data": event.data,
+    }
+
+
 def last_event_id(session: Session) -> int:
     """The highest committed event id (0: none yet)."""
     return session.scalar(select(func.max(Event.id))) or 0

@@ -4,6 +4,7 @@ Last-Event-ID, each tenant seeing only its own."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -20,10 +21,12 @@ import pytest
 from httpx_sse import connect_sse
 from sqlalchemy import select
 
+from api.events_hub import BATCH, Hub, Subscriber
 from emulator import EmulatorServer
 from models.db import Database
 from models.events import EventType, record
 from models.jobs import create_job, end_job
+from models.settings import get_settings
 from models.tables import Event, Job, JobStatus, Step
 from models.tenants import create_tenant
 from testbed.stack import api_server, environment
@@ -195,6 +198,65 @@ def test_events_that_commit_out_of_id_order_all_reach_the_stream(database: Datab
         time.sleep(0.5)
     reader.join(10)
     assert [int(i) for i, _, _ in stream] == [taken_first, later]
+
+
+def test_a_live_stream_gets_a_burst_larger_than_a_read_whole_and_in_order(database: Database, served: str) -> None:
+    """900 events committed at once: the hub reads them in batches of 500 and hands them to the live stream (or
+    the stream, fallen a batch behind, reads the rest itself); none is lost or sent twice."""
+    tenant_id, key = tenant_with_key(database, "events-burst")
+    job_id = a_job(database, tenant_id)
+    stream: list[tuple[str, str, dict[str, Any]]] = []
+    reader = threading.Thread(
+        target=lambda: stream.extend(received(served, key, f"/v1/jobs/{job_id}/events")), daemon=True
+    )
+    reader.start()
+    time.sleep(0.5)  # following by then: the burst comes live
+    with database.session() as session:
+        job = session.get_one(Job, job_id, with_for_update=True)
+        for number in range(1, 901):
+            record_step(session, job, step_row(job_id, number, stage="fits"))
+    end(database, job_id)
+    reader.join(30)
+    assert [body["data"].get("step") for _, t, body in stream if t == "step"] == list(range(1, 901))
+    assert [int(i) for i, _, _ in stream] == sorted({int(i) for i, _, _ in stream}) and stream[-1][1] == "job.ended"
+
+
+def test_the_hub_reads_a_burst_in_batches_and_hands_every_event_once(database: Database) -> None:
+    tenant_id, _ = tenant_with_key(database, "events-hub")
+    job_id = a_job(database, tenant_id)
+    with database.session() as session:
+        job = session.get_one(Job, job_id)
+        for number in range(1, 901):
+            record_step(session, job, step_row(job_id, number, stage="fits"))
+    stored = [event.id for event in events_of(database, job_id)]
+    hub = Hub(database, get_settings())
+    got: list[int] = []
+
+    async def follow() -> None:
+        subscriber = Subscriber(tenant_id, job_id, live=True)
+        hub.subscribers.add(subscriber)
+        hub.horizon, hub.handed = stored[-1], stored[0] - 1  # as if the listener had just seen them commit
+        reader = asyncio.create_task(hub._hand_out())
+        hub._advanced.set()
+        while len(got) < len(stored):
+            await asyncio.wait_for(subscriber.wake.wait(), 10)
+            subscriber.wake.clear()
+            got.extend(event["id"] for event in subscriber.take())
+        reader.cancel()
+
+    asyncio.run(follow())
+    assert got == stored and len(stored) > BATCH
+
+
+def test_a_live_stream_that_falls_a_batch_behind_is_handed_nothing_more() -> None:
+    subscriber = Subscriber(tenant_id=1, job_id=None, live=True)
+    for event_id in range(1, BATCH + 1):
+        subscriber.hand({"id": event_id})
+    assert len(subscriber.pending) == BATCH and not subscriber.wake.is_set()
+    subscriber.hand({"id": BATCH + 1})  # one too many: it reads from the database from where it is
+    assert (subscriber.live, subscriber.pending, subscriber.wake.is_set()) == (False, [], True)
+    subscriber.hand({"id": BATCH + 2})
+    assert subscriber.pending == []
 
 
 def test_a_bad_last_event_id_is_refused_clearly(database: Database, served: str) -> None:

@@ -14,18 +14,17 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from api.deps import DatabaseDep, TenantDep
 from api.errors import ERROR_RESPONSES
-from api.events_hub import Hub
+from api.events_hub import BATCH, Hub
 from api.schemas import Id
 from models.db import Database
 from models.errors import InvalidInput
-from models.events import EventType, events_after
+from models.events import EventType, event_view, events_after
 from models.integers import MAX_ID
 from models.jobs import job_of
 from models.settings import get_settings
 
 router = APIRouter(tags=["events"], responses=ERROR_RESPONSES)
 
-BATCH = 500  # events read at once
 STREAM: dict[int | str, dict[str, Any]] = {
     200: {"content": {"text/event-stream": {}}, "description": "a stream of Server-Sent Events"}
 }
@@ -102,18 +101,26 @@ async def _stream(
 ) -> AsyncIterator[ServerSentEvent]:
     subscriber = await hub.subscribe(tenant_id, job_id)
     try:
-        last = start if start is not None else (0 if job_id is not None else hub.horizon)
+        last = start if start is not None else (0 if job_id is not None else hub.handed)
         while True:
             subscriber.wake.clear()  # before reading: a wake during the read is not lost
-            rows, finished = await to_thread.run_sync(partial(_read, database, tenant_id, job_id, last, hub.horizon))
-            for row in rows:
-                last = row["id"]
-                yield ServerSentEvent(data=json.dumps(row, separators=(",", ":")), event=row["type"], id=str(last))
-                if job_id is not None and row["type"] == EventType.ENDED:
+            if subscriber.live:
+                events, finished = subscriber.take(), False
+            else:  # catching up: from the database, up to what the hub has handed out
+                upto, generation = hub.handed, hub.generation
+                events, finished = await to_thread.run_sync(partial(_read, database, tenant_id, job_id, last, upto))
+                if len(events) < BATCH:
+                    hub.caught_up(subscriber, upto, generation)
+            for event in events:
+                if event["id"] <= last:
+                    continue
+                last = event["id"]
+                yield ServerSentEvent(data=json.dumps(event, separators=(",", ":")), event=event["type"], id=str(last))
+                if job_id is not None and event["type"] == EventType.ENDED:
                     return
             if finished:  # a job that ended before it had events, or whose end was read before
                 return
-            if len(rows) < BATCH:
+            if subscriber.live or len(events) < BATCH:
                 await subscriber.wake.wait()
     finally:
         hub.unsubscribe(subscriber)
@@ -124,12 +131,8 @@ def _read(
 ) -> tuple[list[dict[str, Any]], bool]:
     with database.session() as session:
         rows = events_after(session, tenant_id=tenant_id, job_id=job_id, after=after, upto=upto, limit=BATCH)
-        events = [
-            {"id": e.id, "type": e.type, "job_id": e.job_id, "created_at": e.created_at.isoformat(), "data": e.data}
-            for e in rows
-        ]
         finished = False
         if job_id is not None and not rows and job_of(session, tenant_id=tenant_id, job_id=job_id).status.finished:
             # Ended with nothing more to tell, even beyond the horizon: an end read before, or from before events.
             finished = not events_after(session, tenant_id=tenant_id, job_id=job_id, after=after, upto=None, limit=1)
-        return events, finished
+        return [event_view(each) for each in rows], finished
