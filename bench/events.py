@@ -57,6 +57,7 @@ LATENCY_GOAL = 0.5  # s from commit to client, at the 95th percentile
 VIEW_RATIO_GOAL = 1.2
 POLL_EVERY = 1.0  # plimsoll watch's interval before streams
 WRITERS = 4  # threads committing steps, so that commits interleave
+BUSY = 503  # the API's database pool busy: a client asks again
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ class Resumes:
     lost: int
     twice: int
     events: int
+    busy: int  # reconnections answered 503, tried again
 
 
 @dataclass
@@ -356,7 +358,7 @@ def run_polling(base: str, pid: int, database: Database, workload: Workload) -> 
                 answer = await http.get(f"/v1/jobs/{job_id}")
             except httpx.TimeoutException:
                 answer = None
-            if answer is None or answer.status_code == 503:  # the API falls behind: asked again at the next poll
+            if answer is None or answer.status_code == BUSY:  # the API falls behind: asked again at the next poll
                 busy.append(job_id)
             else:
                 steps = answer.raise_for_status().json()["progress"]["steps_done"]
@@ -393,6 +395,7 @@ def run_resumes(base: str, database: Database, workload: Workload) -> Resumes:
     each = workload.disconnects // workload.resuming_clients
     received: dict[int, list[int]] = defaultdict(list)
     done = 0
+    refused = [0]
 
     async def resuming(http: httpx.AsyncClient, job_id: int) -> None:
         nonlocal done
@@ -402,6 +405,10 @@ def run_resumes(base: str, database: Database, workload: Workload) -> Resumes:
             async with aconnect_sse(
                 http, "GET", f"/v1/jobs/{job_id}/events", headers={"Last-Event-ID": str(last)}
             ) as source:
+                if source.response.status_code == BUSY:  # still answering the polling baseline's backlog
+                    refused[0] += 1
+                    await asyncio.sleep(float(source.response.headers.get("Retry-After", 1)))
+                    continue  # as a client does: again after the last event received, not counted as a cut
                 source.response.raise_for_status()
                 got = 0
                 async for message in source.aiter_sse():
@@ -413,6 +420,8 @@ def run_resumes(base: str, database: Database, workload: Workload) -> Resumes:
                     if wanted is not None and got == wanted:
                         break  # leaving the block closes the connection mid-stream: a forced disconnect
                 else:
+                    if cuts < each:
+                        raise RuntimeError(f"job {job_id}'s stream ended after {cuts} of its {each} disconnects")
                     return  # the stream ended with the job
             cuts += 1
             if cuts == each:
@@ -423,6 +432,9 @@ def run_resumes(base: str, database: Database, workload: Workload) -> Resumes:
             tasks = [asyncio.create_task(resuming(http, job)) for job in jobs]
             with Writer(database, jobs, 0.05):
                 while done < len(jobs):
+                    failed = [task for task in tasks if task.done() and task.exception()]
+                    if failed:
+                        failed[0].result()  # a client's error ends the run rather than leaving it waiting
                     await asyncio.sleep(0.1)
             await asyncio.to_thread(end_jobs, database, jobs)
             await asyncio.wait_for(asyncio.gather(*tasks), 60)
@@ -433,7 +445,7 @@ def run_resumes(base: str, database: Database, workload: Workload) -> Resumes:
         stored = stored_ids(database, job, starts[job])
         missing, extra = lost_and_twice(received[job], stored)
         lost, twice, events = lost + missing, twice + extra, events + len(stored)
-    return Resumes(each * len(jobs), lost, twice, events)
+    return Resumes(each * len(jobs), lost, twice, events, refused[0])
 
 
 def job_at_step(database: Database, tenant_id: int, document_id: int, steps: int) -> int:
@@ -653,7 +665,8 @@ def render(workload: Workload, result: Result) -> str:
                 "",
                 f"Disconnects: {result.resumes.disconnects:,} forced, {result.resumes.events:,} events stored for the "
                 f"resuming clients' jobs, {result.resumes.lost} lost, {result.resumes.twice} twice; the followers: "
-                f"{follow.lost} lost, {follow.twice} twice.",
+                f"{follow.lost} lost, {follow.twice} twice. Reconnections answered 503 (the API still behind the "
+                f"polling baseline) and tried again: {result.resumes.busy:,}.",
                 "",
                 f"POST /v1/jobs: {result.posts.sent:,} requests over {result.posts.keys} keys, answers "
                 + ", ".join(f"{status} × {n:,}" for status, n in sorted(result.posts.answers.items()))
