@@ -135,10 +135,13 @@ class Hub:
             await self._advanced.wait()
             self._advanced.clear()
             while self.handed < self.horizon:
+                if not self.subscribers:  # nobody to hand them to: a new stream reads what it needs itself
+                    self.handed = self.horizon
+                    break
                 generation, after, upto = self._generation, self.handed, self.horizon
                 try:
                     events = await to_thread.run_sync(self._events_between, after, upto)
-                except Exception as error:  # the database away: the streams wait for the listener's resync
+                except Exception as error:  # the database busy or away: the streams wait, the read is tried again
                     logger.warning("reading new events failed (%s)", type(error).__name__)
                     await asyncio.sleep(RECONNECT_SECONDS)
                     continue
