@@ -6,6 +6,7 @@ pytest_plugins = [
     "tests.fixtures_emulator",
     "tests.fixtures_db",
     "tests.fixtures_worker",
+    "tests.xdist_groups",
 ]
 
 
