@@ -85,7 +85,7 @@ class Hub:
         self.horizon = 0
         self.handed = 0  # every event up to this id was handed to the live streams that want it
         self._resynced = 0  # the horizon read at the last resync
-        self._generation = 0  # a resync starts a new one: a read begun before it is not handed out
+        self.generation = 0  # a resync starts a new one: a read begun before it is not handed out
         self.subscribers: set[Subscriber] = set()
         self._committed: dict[int, tuple[int, int]] = {}  # ids above the horizon that committed: (tenant, job)
         self._hole_since: tuple[int, float] | None = None  # the first missing id above the horizon, and since when
@@ -113,11 +113,7 @@ class Hub:
 
     def caught_up(self, subscriber: Subscriber, upto: int, generation: int) -> None:
         """The stream read the database up to ``upto``: live if nothing was handed out since."""
-        subscriber.live = upto == self.handed and generation == self._generation
-
-    @property
-    def generation(self) -> int:
-        return self._generation
+        subscriber.live = upto == self.handed and generation == self.generation
 
     async def _run(self) -> None:
         reader = asyncio.create_task(self._hand_out(), name="plimsoll-events-reader")
@@ -138,14 +134,14 @@ class Hub:
                 if not self.subscribers:  # nobody to hand them to: a new stream reads what it needs itself
                     self.handed = self.horizon
                     break
-                generation, after, upto = self._generation, self.handed, self.horizon
+                generation, after, upto = self.generation, self.handed, self.horizon
                 try:
                     events = await to_thread.run_sync(self._events_between, after, upto)
                 except Exception as error:  # the database busy or away: the streams wait, the read is tried again
                     logger.warning("reading new events failed (%s)", type(error).__name__)
                     await asyncio.sleep(RECONNECT_SECONDS)
                     continue
-                if generation != self._generation:
+                if generation != self.generation:
                     continue
                 self.handed = events[-1][1]["id"] if len(events) == BATCH else upto
                 woken: set[Subscriber] = set()
@@ -202,7 +198,7 @@ class Hub:
             await asyncio.sleep(TICK_SECONDS)
             writing = await to_thread.run_sync(self._still_writing, writing)
         self.horizon = self._resynced = self.handed = horizon
-        self._generation += 1
+        self.generation += 1
         self._committed = {k: v for k, v in self._committed.items() if k > horizon}
         self._hole_since = None
         self._ready.set()

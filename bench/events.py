@@ -394,11 +394,10 @@ def run_resumes(base: str, database: Database, workload: Workload) -> Resumes:
     starts = latest_ids(database, jobs)
     each = workload.disconnects // workload.resuming_clients
     received: dict[int, list[int]] = defaultdict(list)
-    done = 0
-    refused = [0]
+    done = busy = 0
 
     async def resuming(http: httpx.AsyncClient, job_id: int) -> None:
-        nonlocal done
+        nonlocal done, busy
         last, cuts = starts[job_id], 0
         while True:
             wanted = random.randint(1, 3) if cuts < each else None
@@ -406,7 +405,7 @@ def run_resumes(base: str, database: Database, workload: Workload) -> Resumes:
                 http, "GET", f"/v1/jobs/{job_id}/events", headers={"Last-Event-ID": str(last)}
             ) as source:
                 if source.response.status_code == BUSY:  # still answering the polling baseline's backlog
-                    refused[0] += 1
+                    busy += 1
                     await asyncio.sleep(float(source.response.headers.get("Retry-After", 1)))
                     continue  # as a client does: again after the last event received, not counted as a cut
                 source.response.raise_for_status()
@@ -445,7 +444,7 @@ def run_resumes(base: str, database: Database, workload: Workload) -> Resumes:
         stored = stored_ids(database, job, starts[job])
         missing, extra = lost_and_twice(received[job], stored)
         lost, twice, events = lost + missing, twice + extra, events + len(stored)
-    return Resumes(each * len(jobs), lost, twice, events, refused[0])
+    return Resumes(each * len(jobs), lost, twice, events, busy)
 
 
 def job_at_step(database: Database, tenant_id: int, document_id: int, steps: int) -> int:
