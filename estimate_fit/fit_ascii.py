@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -190,10 +191,13 @@ class Item:
     floors: dict[str, float] = field(default_factory=dict)  # per profile, instead of the group's floor
 
 
+_NOT_LATIN = re.compile("[^\x00-\x7f\u00c0-\u024f\u1e00-\u1eff]+")  # neither ASCII nor a Latin letter
+
+
 def latin_script(text: str) -> bool:
     """Whether ``text`` is written in the Latin script: at least 90 % of its characters ASCII or Latin letters."""
-    latin = sum(ch.isascii() or 0xC0 <= ord(ch) < 0x250 or 0x1E00 <= ord(ch) < 0x1F00 for ch in text)
-    return latin >= 0.9 * len(text)
+    other = sum(map(len, _NOT_LATIN.findall(text)))
+    return len(text) - other >= 0.9 * len(text)
 
 
 def collect() -> list[Item]:
