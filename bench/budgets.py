@@ -167,7 +167,7 @@ def run(scale: Scale, *, keep_logs: bool = False) -> Outcomes:
         cluster = Cluster(processes, ROOT, env, scale.workers, concurrency=scale.processes)
         stack.callback(cluster.close)
         cluster.wait_ready(120)
-        budgets = _budgets(database, broker.url)
+        budgets = budgets_on(database, broker.url)
         outcomes.tenants = _tenants(database, scale)
         outcomes.planned = _submit(database, scale, outcomes.tenants)
         began = time.monotonic()
@@ -205,7 +205,7 @@ def _environment(scale: Scale, database_url: str, broker_url: str, emulator_url:
     }
 
 
-def _budgets(database: Database, redis_url: str) -> Budgets:
+def budgets_on(database: Database, redis_url: str) -> Budgets:
     with database.session() as session:
         namespace = namespace_of(session)  # the workers' (the same database address)
 
@@ -253,8 +253,13 @@ def _drive(
     """The run's events, each once, as their moment comes: the reservations timed, the worker killed, PostgreSQL
     restarted, the tight day raised once its jobs wait."""
     watch = DayWatch(scale, outcomes, database, budgets)
+
+    def timed() -> bool:
+        outcomes.reservation_ms.extend(time_reservations(database, budgets))
+        return True
+
     pending: dict[str, Callable[[], bool]] = {
-        "timing": lambda: _elapsed(began) >= scale.postgres_at / 2 and _time_reservations(database, budgets, outcomes),
+        "timing": lambda: _elapsed(began) >= scale.postgres_at / 2 and timed(),
         "postgres": lambda: _elapsed(began) >= scale.postgres_at and _restart(postgres, outcomes, began),
         "raise": lambda: watch(began),
     }
@@ -333,8 +338,10 @@ class DayWatch:
         return True
 
 
-def _time_reservations(database: Database, budgets: Budgets, outcomes: Outcomes) -> bool:
-    """What a step's budget calls take: its job's standing, a reservation over three scopes, its settling."""
+def time_reservations(database: Database, budgets: Budgets) -> list[float]:
+    """What a step's budget calls take, in ms, ``TIMED_RESERVATIONS`` times: its job's standing, a reservation over
+    three scopes, its settling."""
+    times = []
     with database.session() as session:
         tenant, _ = create_tenant(session, name=f"budgets-timing-{uuid.uuid4().hex[:8]}")
         set_limits(session, tenant_id=tenant.id, limits={"daily_usd": GENEROUS_DAY_USD})
@@ -346,8 +353,8 @@ def _time_reservations(database: Database, budgets: Budgets, outcomes: Outcomes)
         budgets.standing(scopes[0])
         if budgets.reserve(ticket, scopes, Decimal("0.01"), hold_seconds=30) is None:
             budgets.settle(ticket, scopes, Decimal("0.001"))
-        outcomes.reservation_ms.append((time.perf_counter() - start) * 1000)
-    return True
+        times.append((time.perf_counter() - start) * 1000)
+    return times
 
 
 def _wait_until_ended(database: Database, deadline: float) -> bool:
