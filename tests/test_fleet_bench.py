@@ -14,6 +14,8 @@ Recovery, hung calls and the demand levels: tests/test_fleet_recovery.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bench import fleet
@@ -34,10 +36,16 @@ def test_the_fleet_meets_its_goals_with_the_default_settings() -> None:
     assert results[0].states == {"succeeded": fleet.SCALED.jobs + 1}
 
 
+# Two thirds of the burst above: at four fifths of the limit it still binds for a minute past the first minute's
+# full bucket (65 s in all, against 137 s for the whole burst), and its goal is judged per request, not per window.
+SECOND_CLIENT_BURST = replace(fleet.SCALED, jobs=8)
+
+
 def test_with_a_second_client_taking_a_fifth_of_the_key_429s_stay_within_3_percent() -> None:
     shared = fleet.MODES[2]
     assert shared.admission and shared.second_client_share == 0.2
-    results = fleet.run(fleet.SCALED, (shared,))
+    results = fleet.run(SECOND_CLIENT_BURST, (shared,))
     print(results[0])
-    assert results[0].states == {"succeeded": fleet.SCALED.jobs + 1}
+    assert results[0].states == {"succeeded": SECOND_CLIENT_BURST.jobs + 1}
+    assert results[0].ideal > 0  # the limit did bind
     assert results[0].refused_share <= 0.03, results[0]  # the goal: 429s ≤ 3 % of requests
