@@ -68,7 +68,7 @@ class Workload:
 
 FULL = Workload(jobs=30, documents=4, chars=24_000, window_seconds=30.0)
 SCALED = Workload(
-    jobs=12, documents=3, chars=3_300, input_tokens_per_minute=15_000, window_seconds=20.0, timeout_seconds=600.0
+    jobs=8, documents=3, chars=3_300, input_tokens_per_minute=15_000, window_seconds=20.0, timeout_seconds=600.0
 )
 
 
