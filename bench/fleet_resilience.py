@@ -25,7 +25,7 @@ class More:
 
 def run(*, scaled: bool) -> More:
     if scaled:
-        demand = fleet_demand.run(fleet_demand.SCALED, fleet_demand.SCALED_LEVELS)
+        demand = fleet_demand.run(fleet_demand.SCALED, fleet_demand.SCALED_LEVELS, fleet_demand.SCALED_LATENCY_SECONDS)
     else:
         demand = fleet_demand.run(fleet_demand.FULL)
     kill = fleet_recovery.measure_kill(fleet_recovery.KillRun(queued=150 if scaled else 1_000))

@@ -30,7 +30,7 @@ def test_a_hung_call_releases_its_job_within_the_idle_timeout() -> None:
 
 
 def test_no_job_fails_at_a_fifth_of_its_demand() -> None:
-    demand = fleet_demand.run(fleet_demand.SCALED, fleet_demand.SCALED_LEVELS)
+    demand = fleet_demand.run(fleet_demand.SCALED, fleet_demand.SCALED_LEVELS, fleet_demand.SCALED_LATENCY_SECONDS)
     print("\n".join(fleet_demand.render(fleet_demand.SCALED, demand)))
     assert [goal.text for goal in fleet_demand.goals(demand) if not goal.met] == []
     fifth = next(level for level in demand.levels if level.divisor == 5)
