@@ -27,7 +27,7 @@ FULL = fleet.Workload(jobs=16, documents=3, chars=12_000, window_seconds=20.0, t
 SCALED = fleet.Workload(jobs=8, documents=2, chars=3_300, window_seconds=20.0, timeout_seconds=600.0)
 SCALED_LEVELS = (5,)  # 1/2 would not bind at the scaled size: it is judged by the full run
 LATENCY_SECONDS = 4.0
-SCALED_LATENCY_SECONDS = 3.0  # 4 s made the scaled burst 30 s unlimited and 90 s at 1/5: a minute more, no more test
+SCALED_LATENCY_SECONDS = 3.0  # the limit binds as at 4 s; its test took 117 s, against 170 s at 4 s
 
 
 @dataclass(frozen=True)
