@@ -4,7 +4,11 @@ concurrent POSTs under idempotency keys; every default goal met. The full run: b
 
 from __future__ import annotations
 
+import pytest
+
 from bench import events
+
+pytestmark = pytest.mark.bench  # a benchmark's run: `make check` leaves it out
 
 
 def test_the_event_streams_meet_their_goals_with_the_default_settings() -> None:

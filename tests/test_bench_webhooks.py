@@ -3,7 +3,11 @@ the test fails on any goal NOT MET."""
 
 from __future__ import annotations
 
+import pytest
+
 from bench import webhooks
+
+pytestmark = [pytest.mark.bench, pytest.mark.worker]  # a benchmark's run with Celery workers of its own
 
 
 def test_the_scaled_webhooks_benchmark_meets_its_goals() -> None:
