@@ -105,10 +105,16 @@ def test_migrate_brings_an_empty_database_to_the_newest_schema(empty_database: s
     assert json.loads(outcome.stdout) == {"revision": version}
 
 
+def migrate(database_url: str, cwd: Path) -> None:
+    """The schema a round needs: the module's database is empty until a test migrates it, and pytest-xdist may
+    run any of its tests first, or alone."""
+    subprocess.run([sys.executable, "-m", "cli", "migrate"], cwd=cwd, env=environment(database_url),
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+
+
 @pytest.mark.worker
 def test_worker_with_beat_runs_the_reconciler(empty_database: str, tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "cli", "migrate"], cwd=tmp_path, env=environment(empty_database),
-                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    migrate(empty_database, tmp_path)
     worker = plimsoll(  # at DEBUG: a round that takes nothing back (no job here) says so only there
         "worker", "--concurrency", "1", "--beat", "--hostname", "journey@%h", "--loglevel", "debug",
         env=environment(empty_database), cwd=tmp_path,
@@ -136,6 +142,7 @@ def test_without_a_database_setting_the_service_commands_refuse_to_start(
 
 @pytest.mark.worker
 def test_beat_alone_runs_the_reconciler_on_schedule(empty_database: str, tmp_path: Path) -> None:
+    migrate(empty_database, tmp_path)
     beat = plimsoll("beat", "--loglevel", "debug", env=environment(empty_database), cwd=tmp_path)  # as above
 
     log = wait_for_lines(beat, "reconciler round done")
