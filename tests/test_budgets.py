@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import random
 import time
 import uuid
 from dataclasses import replace
@@ -27,6 +26,7 @@ from models.settings import Settings
 from models.tables import Job, JobStatus, Notice
 from models.tenants import issue_key, set_limits
 from testbed.stack import REDIS_URL, free_port
+from tests.budget_racer import race_for_the_budget
 from tests.support_api import serve_api
 from tests.support_worker import new_job, services, submit
 from worker.money import money_of, nearly_spent
@@ -50,33 +50,13 @@ def _budgets(database: Database) -> Budgets:
     return Budgets(redis.Redis.from_url(REDIS_URL), namespace, ledger)
 
 
-def _racer(namespace: str, main_job: int, seed: int, results: Any) -> None:
-    """Reserves a worst case and pays at most that, again and again, until refused with nothing held by anyone:
-    the budget itself is spent (a refusal while others hold is tried again, as a step waits for its hold)."""
-    budgets = Budgets(redis.Redis.from_url(REDIS_URL), namespace, lambda scope: Decimal(0))
-    scopes = [job_scope(1, main_job, Decimal("1.00"))]
-    rng = random.Random(seed)
-    spent = Decimal(0)
-    for n in range(1_000):
-        over = budgets.reserve(f"{seed}:{n}", scopes, Decimal("0.07"), hold_seconds=30)
-        if over is None:
-            cost = Decimal(rng.randint(10, 70)) / 1000  # what the reply cost: at most its worst case
-            time.sleep(rng.random() / 200)
-            budgets.settle(f"{seed}:{n}", scopes, cost)
-            spent += cost
-        elif over.held == 0:
-            break
-        else:
-            time.sleep(rng.random() / 200)
-    results.put(spent)
-
-
 def test_processes_racing_for_one_budget_never_spend_past_it() -> None:
     namespace, main_job = uuid.uuid4().hex[:12], 7
     # Spawned, not forked: a fork of an xdist worker can copy a lock another thread holds (a racer hung in CI).
+    # The racer's module imports only the budgets, not this module's worker and API.
     processes = multiprocessing.get_context("spawn")
     results: Any = processes.Queue()
-    racers = [processes.Process(target=_racer, args=(namespace, main_job, n, results)) for n in range(6)]
+    racers = [processes.Process(target=race_for_the_budget, args=(namespace, main_job, n, results)) for n in range(6)]
     for racer in racers:
         racer.start()
     for racer in racers:
