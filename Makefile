@@ -77,18 +77,18 @@ chromium:  ## headless Chromium for the tests: found, installed from Debian when
 
 # The suite runs in TEST_PROCESSES pytest-xdist workers, each with a Redis database of its own (REDIS_URL in
 # testbed/stack.py: PLIMSOLL_TEST_REDIS_URL's and the next ones), then the `serial` tests without xdist. Both
-# passes run; either failing fails. `make check` does the same without real workers' tests and benchmark runs.
+# passes run; either failing fails.
 TEST_PROCESSES ?= 3  # more than the 2 cores of CI: much of the suite waits (rate limits, backoffs, workers starting)
-define two_passes
-	$(BIN)/pytest -q -n $(TEST_PROCESSES) --dist loadgroup -m "not serial $(1)"; parallel=$$?; \
-	$(BIN)/pytest -q -m "serial $(1)"; serial=$$?; test $$parallel = 0 && test $$serial = 0
-endef
+PARALLEL := $(BIN)/pytest -q -n $(TEST_PROCESSES) --dist loadgroup
 
 test: install-dev services compose chromium  ## the whole test suite against real PostgreSQL, Redis and Celery workers
-	$(call two_passes,)
+	$(PARALLEL) -m "not serial"; parallel=$$?; \
+	$(BIN)/pytest -q -m serial; serial=$$?; test $$parallel = 0 && test $$serial = 0
 
-check: install-dev services  ## the development loop: every test but those of real workers and the benchmarks' runs
-	$(call two_passes,and not worker and not bench)
+# The quick loop leaves out real workers, benchmark runs, fresh installs and the serial pass (timing goals and
+# `make up`), and draws a fifth of each property test's cases (tests/examples.py).
+check: install-dev services compose  ## the development loop: the suite but for real workers, benchmarks, installs and timing goals
+	$(PARALLEL) -m "not serial and not worker and not bench and not install" --hypothesis-profile=check
 
 lint: install-dev
 	$(BIN)/ruff check .

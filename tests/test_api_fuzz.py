@@ -30,11 +30,12 @@ from models.history import append_messages
 from models.jobs import create_job
 from models.tables import JobKind, JobStatus, Notice
 from testbed.stack import environment
+from tests.examples import examples
 from tests.support_api import new_tenant, read, result, step_row
 
-# Alone, without pytest-xdist: schemathesis collects its operations under one node id, which xdist runs once.
-pytestmark = pytest.mark.serial
-EXAMPLES = int(os.environ.get("PLIMSOLL_FUZZ_EXAMPLES", "25"))
+# On one pytest-xdist worker, so that the module's tenant is made once and its tally covers every operation.
+pytestmark = pytest.mark.xdist_group("fuzz")
+EXAMPLES = examples(int(os.environ.get("PLIMSOLL_FUZZ_EXAMPLES", "25")))
 answers: Counter[int] = Counter()  # status code -> requests, reported at the end of the module
 
 

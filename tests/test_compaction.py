@@ -29,8 +29,9 @@ from plimsoll.history import from_outlines
 from plimsoll.notices import SUMMARY_HEADER
 from plimsoll.profiles import get_profile
 from tests.conversations import conversations, text_of, tool_round
+from tests.examples import examples
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PROFILE = get_profile("claude")
 HEADER_START = SUMMARY_HEADER.split(":", 1)[0]
 

@@ -16,8 +16,9 @@ from plimsoll.fitting import note_costs
 from plimsoll.history import from_outlines
 from plimsoll.notices import CLEARED_RESULT_NOTE
 from tests.conversations import conversations, text_of, tool_round
+from tests.examples import examples
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def total(messages: list[dict[str, Any]], overhead: int = 0) -> int:
@@ -133,7 +134,7 @@ def grown(rounds: int, words: list[int]) -> list[dict[str, Any]]:
     return history
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     sizes=st.lists(st.integers(20, 3_000), min_size=3, max_size=12),
     results_per_budget=st.integers(4, 14),

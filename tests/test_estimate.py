@@ -19,6 +19,7 @@ from estimate_fit.tool_output import VIEW_FLOOR, claude_code_views_of_email
 from plimsoll import PROFILES, estimate, estimate_message, estimate_tokens
 from plimsoll.estimate import SHAPE_PAIRS, SHAPES, TABLE_CLASSES, UNIT, WORD_SHAPES, Profile, byte_sum, estimated_units
 from plimsoll.profiles import FITTED_FILE, profile_from_data
+from tests.examples import examples
 
 FITTED = ("claude", "cl100k", "o200k")
 
@@ -30,20 +31,20 @@ def simple_rule(text: str) -> int:
     return math.ceil(ascii_chars / 4 + cjk + (len(text) - ascii_chars - cjk) / 2)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(st.characters(codec="utf-8"), max_size=300))
 def test_the_simple_profile_is_exactly_the_published_rule(text: str) -> None:
     assert estimate_tokens(text, "simple") == simple_rule(text)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(st.characters(codec="utf-8"), max_size=300), st.sampled_from(sorted(PROFILES)))
 def test_estimates_are_never_negative_and_empty_text_costs_nothing(text: str, profile: str) -> None:
     assert estimate_tokens(text, profile) >= 0
     assert estimate_tokens("", profile) == 0
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(max_size=2_000), st.text(max_size=2_000), st.sampled_from(FITTED))
 def test_an_estimate_never_grows_when_text_is_cut(first: str, second: str, profile: str) -> None:
     """Estimates add up (a discount may only be left out of the parts, which raises them)."""
@@ -64,7 +65,7 @@ def test_the_c_pass_is_built_where_the_package_is_installed_with_a_compiler() ->
     assert estimate.C_PASS
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=3_000) | st.text("aZ .\n-q", max_size=3_000).map(str.encode))
 def test_the_c_pass_sums_and_counts_as_the_standard_library_does(data: bytes) -> None:
     from plimsoll._scan import scan
@@ -76,7 +77,7 @@ def test_the_c_pass_sums_and_counts_as_the_standard_library_does(data: bytes) ->
     assert pairs == tuple(sum(shapes[i : i + 2] == p.encode() for i in range(len(shapes) - 1)) for p in SHAPE_PAIRS)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(max_size=2_000), st.sampled_from(FITTED))
 def test_without_the_c_pass_every_estimate_is_the_same(text: str, profile: str) -> None:
     priced = Profile(
@@ -131,7 +132,7 @@ def test_a_pattern_is_charged_once_per_occurrence() -> None:
     assert estimate_tokens(" x " * 4, runs) == estimate_tokens(" x " * 4, plain)  # spaces apart are no run
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(' \n\t*=#-_./"{}[]():,0aZ', max_size=400), st.text(" \n*=-0a", max_size=200), st.sampled_from(FITTED))
 def test_runs_of_spaces_and_marks_never_make_an_estimate_negative_or_larger_than_its_parts(
     first: str, second: str, profile: str

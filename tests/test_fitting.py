@@ -16,8 +16,9 @@ from plimsoll import DoesNotFit, InvalidConversation, estimate_message, fit, out
 from plimsoll.history import from_outlines
 from plimsoll.notices import CLEARED_RESULT_NOTE, TRUNCATION_NOTE
 from tests.conversations import conversations, text_of, tool_round
+from tests.examples import examples
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def total(messages: list[dict[str, Any]], overhead: int = 0) -> int:
@@ -245,7 +246,7 @@ def prefix_changes(batching: str, words: int, budget: int, calls: int) -> list[i
     return changes
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(words=st.integers(3_000, 12_000), results_per_budget=st.integers(6, 12))
 def test_while_clearing_the_prefix_changes_at_most_once_every_four_calls(words: int, results_per_budget: int) -> None:
     size = estimate_message(tool_round(0, text_of("ru", words))[1])

@@ -14,6 +14,7 @@ from plimsoll.compaction import Previous, Summary, plan_compaction, view, view_h
 from plimsoll.economics import plan_economic
 from plimsoll.fitting import Plan, plan_history
 from plimsoll.history import History, Index, from_outlines
+from tests.examples import examples
 
 PROFILE = get_profile("claude")
 sizes = st.integers(min_value=1, max_value=6_000)
@@ -55,7 +56,7 @@ def grown(index: Index, carried: list[Outline]) -> History | type[InvalidConvers
 
 
 @given(conversations(), st.lists(st.integers(min_value=1, max_value=12), max_size=12), st.data())
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_an_index_grown_piece_by_piece_reduces_as_from_outlines(
     outlines: list[Outline], pieces: list[int], data: st.DataObject
 ) -> None:
@@ -74,7 +75,7 @@ def test_an_index_grown_piece_by_piece_reduces_as_from_outlines(
 
 
 @given(conversations(), st.integers(min_value=0, max_value=80), st.sampled_from(["role", "answer"]))
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 def test_a_broken_conversation_is_refused_grown_or_not(outlines: list[Outline], at: int, kind: str) -> None:
     at = at % len(outlines)
     broken = list(outlines)
@@ -98,7 +99,7 @@ def complete(outlines: list[Outline]) -> list[Outline]:
 
 
 @given(conversations(), st.integers(min_value=0, max_value=40), st.integers(min_value=0, max_value=3_000))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_a_summary_view_from_the_index_is_the_view_reduced(outlines: list[Outline], at: int, tokens: int) -> None:
     outlines = complete(outlines)
     ends = list(range(1, len(outlines), 2))
@@ -128,7 +129,7 @@ def plans(outlines: list[Outline], history: History | None, budget: int, cache: 
     st.booleans(),
     st.data(),
 )
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_plans_and_compactions_from_the_index_are_the_plans_from_scratch(
     outlines: list[Outline], at: int, budget: int, summarized: bool, data: st.DataObject
 ) -> None:

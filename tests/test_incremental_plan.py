@@ -22,6 +22,7 @@ from models.settings import Settings
 from models.tables import Job, JobKind, Message, Summary
 from models.tenants import create_tenant
 from plimsoll import DoesNotFit, InvalidConversation
+from tests.examples import examples
 from worker.providers import AnthropicProvider
 from worker.step import Services
 from worker.step.plan import NothingFits, prepare
@@ -133,7 +134,7 @@ def append(database: Database, job_id: int, messages: list[dict[str, Any]]) -> N
 @pytest.mark.usefixtures("emulator")
 @given(st.integers(min_value=2_000, max_value=40_000), rounds, actions)
 @settings(
-    max_examples=20,
+    max_examples=examples(20),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
     phases=[Phase.explicit, Phase.reuse, Phase.generate],  # shrinking a case of database rounds takes minutes

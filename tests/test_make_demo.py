@@ -8,9 +8,12 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.install
 def test_make_demo_installs_a_fresh_venv_and_runs_the_main_job(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PLIMSOLL_")}
     outcome = subprocess.run(

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from plimsoll import DoesNotFit, estimate_message, fit, outline, plan
 from plimsoll.history import from_outlines
 from tests.conversations import call, result, text_of
+from tests.examples import examples
 
-SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def total(messages: list[dict[str, Any]], overhead: int = 0) -> int:
