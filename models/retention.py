@@ -186,13 +186,14 @@ def sweep(
     seconds: float | None = None,
     after_batch: Callable[[Sweep], None] | None = None,
 ) -> Sweep:
-    """Purge every history due at ``at`` (now), one transaction per batch of whole jobs, pausing
-    ``PLIMSOLL_RETENTION_PAUSE_SECONDS`` between batches so that the service's own queries keep their pace; stop
-    after ``seconds`` (the sweep interval)."""
+    """Purge every history due at ``at`` (now), one transaction per batch of whole jobs, resting between
+    batches (``pause_after``) so that the service's own queries keep their pace; stop after ``seconds`` (the
+    sweep interval)."""
     at = at or now()
     stop = time.monotonic() + (settings.retention_sweep_every_seconds if seconds is None else seconds)
     done = Sweep()
     while time.monotonic() < stop:
+        started = time.monotonic()
         with database.session() as session:
             batch = next_batch(session, policies(session, settings), at=at, messages=settings.retention_batch_messages)
             purged = purge(session, batch) if batch else Purged()
@@ -203,8 +204,14 @@ def sweep(
         done.batches += 1
         if after_batch is not None:
             after_batch(done)
-        time.sleep(settings.retention_pause_seconds)
+        time.sleep(pause_after(time.monotonic() - started, settings))
     return done
+
+
+def pause_after(batch_seconds: float, settings: Settings) -> float:
+    """The rest after a batch that took ``batch_seconds``: proportional to it, as pt-archiver's --sleep-coef, so
+    that the sweep yields more of the database the busier the database is, and never under the minimum pause."""
+    return max(settings.retention_pause_seconds, settings.retention_pause_ratio * batch_seconds)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typer.testing import CliRunner, Result
 from cli.main import app as cli
 from demo.chapters import chapters
 from models.db import Database
-from models.retention import due_query, policies, retention_report
+from models.retention import due_query, pause_after, policies, retention_report
 from models.settings import Settings, get_settings
 from models.tables import Job, Message, Notice, Step, Summary, now
 from testbed.stack import api_server, fresh_database
@@ -162,6 +162,14 @@ def test_a_tenants_policy_purges_old_histories_and_keeps_the_rest(
     assert (swept["purged"], swept["held"], swept["due_jobs"]) == (3, 0, 0)
     assert swept["messages"] == kept[recent]["messages"] == history(database, recent)["messages"]
     assert history(database, held)["messages"] == 0
+
+
+def test_a_sweep_rests_after_each_batch_as_long_as_the_batch_took_and_at_least_the_pause() -> None:
+    defaults = Settings()
+    assert (defaults.retention_pause_ratio, defaults.retention_pause_seconds) == (1.0, 0.05)
+    assert pause_after(0.4, defaults) == 0.4  # the database is busy: the sweep yields more
+    assert pause_after(0.01, defaults) == 0.05
+    assert pause_after(0.4, Settings(retention_pause_ratio=0.0)) == 0.05  # the old fixed pause
 
 
 def test_the_setting_is_the_policy_of_tenants_without_their_own(database: Database) -> None:
