@@ -406,8 +406,8 @@ def render(result: Result) -> str:
             f"its subagents, a step per two, a summary each), under a {POLICY_DAYS}-day policy, with "
             f"{size.running} jobs running against the emulator (1 s per model call, a prefork worker of 4) and two "
             f"clients reading the API in a closed loop (a job, a page of 20 messages, the job list). The archive "
-            f"was written in {result.seeded_seconds:.0f} s. Default settings: batches of about 2,000 messages, "
-            "each followed by a rest as long as it took (at least 0.05 s).",
+            f"was written in {result.seeded_seconds:.0f} s. Default settings: batches of about 500 messages, "
+            "each followed by a rest nine times as long as it took (at least 0.05 s).",
             "## The API's latency, without and during the sweep (same run)",
             table(["", "requests", "median ms", "p99 ms"], latency_rows),
             f"Requests that failed: {result.errors}.",

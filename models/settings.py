@@ -160,11 +160,11 @@ class Settings(BaseSettings):
     retention_days: int = Field(default=0, ge=0, le=36_500)
     # Celery beat sends a sweep this often; each purges whole jobs in transactions of about this many messages,
     # and stops after a sweep interval at most (the next one goes on). After each batch it rests this many times
-    # as long as the batch took (1: at most half of its time on the database, less when a busy database slows
-    # the batches), and at least the pause in seconds.
+    # as long as the batch took (9: at most a tenth of its time on the database, less when a busy database slows
+    # the batches), and at least the pause in seconds. Housekeeping, not urgent: about 1,500 messages a second.
     retention_sweep_every_seconds: float = Field(default=300.0, gt=0.0)
-    retention_batch_messages: int = Field(default=2_000, ge=1)
-    retention_pause_ratio: float = Field(default=1.0, ge=0.0)
+    retention_batch_messages: int = Field(default=500, ge=1)
+    retention_pause_ratio: float = Field(default=9.0, ge=0.0)
     retention_pause_seconds: float = Field(default=0.05, ge=0.0)
     default_locale: str = "en"
     # Webhooks (worker/webhooks.py): addresses on private, loopback and link-local networks (or names that resolve

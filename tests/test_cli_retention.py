@@ -166,9 +166,10 @@ def test_a_tenants_policy_purges_old_histories_and_keeps_the_rest(
 
 def test_a_sweep_rests_after_each_batch_as_long_as_the_batch_took_and_at_least_the_pause() -> None:
     defaults = Settings()
-    assert (defaults.retention_pause_ratio, defaults.retention_pause_seconds) == (1.0, 0.05)
-    assert pause_after(0.4, defaults) == 0.4  # the database is busy: the sweep yields more
-    assert pause_after(0.01, defaults) == 0.05
+    assert (defaults.retention_pause_ratio, defaults.retention_pause_seconds) == (9.0, 0.05)
+    assert pause_after(0.04, defaults) == pytest.approx(0.36)  # a tenth of the sweep's time on the database
+    assert pause_after(0.4, defaults) == pytest.approx(3.6)  # the database is busy: the sweep yields more
+    assert pause_after(0.001, defaults) == 0.05
     assert pause_after(0.4, Settings(retention_pause_ratio=0.0)) == 0.05  # the old fixed pause
 
 
