@@ -14,11 +14,10 @@ pytest_plugins = [
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that asks for the session's Celery worker runs a real worker: ``make check`` leaves it out. Modules
-    with real workers go first, whole and in order, then the groups that one worker runs whole (the fuzz, the
-    tool outputs): the longest of their tests wait on a model's rate limit, and the rest fill the cores meanwhile
-    instead of leaving one of them a long tail at the end."""
+    with real workers go first, whole and in order: the longest of their tests wait on a model's rate limit, and
+    the rest fill the cores meanwhile instead of leaving one of them a long tail at the end."""
     for item in items:
         if "celery_worker" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.worker)
     with_workers = {item.path for item in items if item.get_closest_marker("worker")}
-    items.sort(key=lambda item: (item.path not in with_workers, item.get_closest_marker("xdist_group") is None))
+    items.sort(key=lambda item: item.path not in with_workers)
