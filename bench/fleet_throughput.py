@@ -235,11 +235,12 @@ def fleet_run(
             if placed:
                 send(app, database, queue, job_id)
         wait_all(database, ids, started + workload.timeout_seconds)
-        totals = read_metrics([*folders, metrics / "beat"])
+        with database.session() as session:
+            steps = int(session.scalar(select(func.sum(Job.step)).where(Job.id.in_(ids))) or 0)
+        totals = settled_metrics([*folders, metrics / "beat"], counted, steps)
     shutil.rmtree(metrics, ignore_errors=True)
     measured = {key: value - counted.get(key, 0.0) for key, value in totals.items()}
     with database.session() as session:
-        steps = int(session.scalar(select(func.sum(Job.step)).where(Job.id.in_(ids))) or 0)
         last = session.scalar(select(func.max(Job.finished_at)).where(Job.id.in_(ids)))
         states = dict(
             session.execute(select(Job.status, func.count()).where(Job.id.in_(ids)).group_by(Job.status)).all()
@@ -304,6 +305,20 @@ def wait_all(database: Database, ids: list[int], deadline: float) -> None:
         if all(JobStatus(status).finished for status in statuses):
             return
         time.sleep(0.2)
+
+
+def settled_metrics(
+    folders: list[Path], counted: dict[tuple[str, str], float], steps: int, *, seconds: float = 10.0
+) -> dict[tuple[str, str], float]:
+    """The metrics once every step's delivery has timed its parts (at most ``seconds`` on): a task records them
+    after its step's commit, so the last one may still be recording when its job is seen finished."""
+    timed = ("plimsoll_step_phase_seconds_count", "task")
+    until = time.monotonic() + seconds
+    while (totals := read_metrics(folders)).get(timed, 0.0) - counted.get(timed, 0.0) < steps:
+        if time.monotonic() > until:
+            break
+        time.sleep(0.1)
+    return totals
 
 
 def read_metrics(folders: list[Path]) -> dict[tuple[str, str], float]:
