@@ -4,7 +4,7 @@ under the "check" profile that `make check`, the quick loop of development, load
 
 from hypothesis import settings
 
-DEFAULT = 100  # hypothesis's own max_examples: a profile's count over it is the share each test draws
+DEFAULT = settings.get_profile("default").max_examples  # a profile's count over it is the share each test draws
 settings.register_profile("check", max_examples=DEFAULT // 5)
 
 

@@ -229,7 +229,7 @@ def test_a_rate_or_quota_refusal_is_not_kept(api: Api) -> None:
 def test_concurrent_requests_with_one_key_create_one_job(database: Database) -> None:
     """500 requests over 10 keys, 50 at once, through one uvicorn server in this process and two API processes of
     their own: 10 jobs, and every request answered its key's job."""
-    with serving(database) as served, api_processes(database, 2) as urls:
+    with serving(database) as served, api_processes(database, 2) as urls, contextlib.ExitStack() as closing:
         key = served_key(database)
         with httpx.Client(base_url=served.url, headers={"X-API-Key": key}) as setup:
             uploaded = setup.post("/v1/documents", json={"name": "j.txt", "content": "Text of j."}).json()
@@ -237,7 +237,9 @@ def test_concurrent_requests_with_one_key_create_one_job(database: Database) -> 
         # A client per server, each able to hold all 50 requests open at once: a client per request spent most
         # of the test's time building 500 TLS contexts it never used.
         limits = httpx.Limits(max_connections=50, max_keepalive_connections=50)
-        clients = [httpx.Client(base_url=url, limits=limits, timeout=120) for url in (served.url, *urls)]
+        clients = [
+            closing.enter_context(httpx.Client(base_url=url, limits=limits, timeout=120)) for url in (served.url, *urls)
+        ]
         together = threading.Barrier(50)
 
         def post(n: int) -> tuple[str, int, int | None]:
@@ -251,8 +253,6 @@ def test_concurrent_requests_with_one_key_create_one_job(database: Database) -> 
 
         with ThreadPoolExecutor(50) as pool:
             answers = list(pool.map(post, range(500)))
-        for client in clients:
-            client.close()
     assert Counter(code for _, code, _ in answers) == {201: 500}
     jobs_per_key = {k: {job for each, _, job in answers if each == k} for k, _, _ in answers}
     assert len(jobs_per_key) == 10 and all(len(jobs) == 1 for jobs in jobs_per_key.values()), jobs_per_key
