@@ -35,6 +35,7 @@ from models.settings import get_settings
 from models.statuses import Compaction, Strategy
 from models.tables import Document, Job, JobKind, JobStatus, Notice, Summary
 from plimsoll.compaction import POLICIES
+from tests.help_pages import PAGE_END
 from tests.support import wait_until
 from tests.support_api import new_tenant, read, result, step_row
 from tests.support_cli import Served, finish_later, parse, serving, set_job, tenant_of
@@ -571,12 +572,16 @@ def test_the_command_takes_every_strategy_and_compaction_of_the_api(
 
 
 def test_every_commands_help_is_whole_at_80_columns() -> None:
-    for path, command in every_command(typer.main.get_command(cli)):
-        helped = subprocess.run(
-            [sys.executable, "-m", "cli", *path, "--help"], env={**os.environ, "COLUMNS": "80"},
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        shown = helped.stdout
+    commands = list(every_command(typer.main.get_command(cli)))
+    # One process renders every page as `python -m cli <words> --help` would, on a pipe at 80 columns.
+    helped = subprocess.run(
+        [sys.executable, "-m", "tests.help_pages", json.dumps([path for path, _ in commands])],
+        env={**os.environ, "COLUMNS": "80"}, cwd=ROOT, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    pages = helped.stdout.split(PAGE_END)
+    assert len(pages) == len(commands) + 1 and pages[-1] == "", helped.stdout
+    for (path, command), shown in zip(commands, pages[:-1], strict=True):
+        assert f"Usage: plimsoll {' '.join(path)}" in shown, shown
         assert max(map(len, shown.splitlines())) <= 80 and "…" not in shown, shown
         names = [name for option in command.params for name in [*option.opts, *option.secondary_opts]]
         envvars = [option.envvar for option in command.params if isinstance(option.envvar, str)]
