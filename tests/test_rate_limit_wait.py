@@ -16,9 +16,10 @@ from models.settings import Settings
 from models.tables import Job, JobStatus, now
 from tests.fixtures_emulator import TEST_API_KEY
 from tests.support_worker import new_job, services, submit, wait_for
+from worker.backoff import JITTER, rate_limit_delay
 from worker.errors import RateLimited, Transient
 from worker.providers import AnthropicProvider
-from worker.routing import JITTER, rate_limit_delay, route
+from worker.routing import route
 from worker.step import run_step
 
 DEFAULT_WAIT = Settings().rate_limit_max_wait_seconds

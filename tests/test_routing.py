@@ -8,8 +8,9 @@ import pytest
 
 from models.statuses import JobStatus
 from plimsoll.notices import TOO_LONG_NOTICE, TOO_LONG_NOTICES
+from worker.backoff import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS, backoff_delay
 from worker.errors import AuthFailure, InvalidRequest, ProviderError, TooLong, Transient
-from worker.routing import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS, Action, backoff_delay, route
+from worker.routing import Action, route
 
 TOO_LONG = TooLong("prompt is too long", status=400, provider="anthropic")
 BUSY = Transient("Overloaded", status=529, provider="anthropic")

@@ -22,10 +22,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import anthropic
 import httpx
 import httpx2
-import openai
 
 from worker.rate_limits import Budget, stated_limits
 
@@ -198,6 +196,11 @@ _AUTH_KINDS = {
 def classify(exc: BaseException, provider: str) -> ProviderError:
     """The kind of failure ``exc`` is. SDK and httpx errors are mapped by status, payload and headers;
     an exception that is none of these (a bug on our side of the call) counts as an InvalidRequest."""
+    # Imported here, not with the module: what only names these errors (the API, through Sentry's hook) should
+    # not load both SDKs, a second of every process's start.
+    import anthropic
+    import openai
+
     if isinstance(exc, ProviderError):
         return exc
     if isinstance(exc, anthropic.APIStatusError | openai.APIStatusError):

@@ -19,8 +19,8 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_bef
 
 from models.db import Database
 from models.settings import Settings
+from worker.backoff import JITTER, backoff_delay
 from worker.names import OUTAGE_KEY
-from worker.routing import JITTER, backoff_delay
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -81,7 +81,7 @@ def in_transaction(database: Database, work: Callable[..., T]) -> T:
 
 
 def backoff_wait(retry_state: RetryCallState) -> float:
-    """tenacity's wait after a failed try: the worker's one backoff (``worker.routing.backoff_delay``), the same
+    """tenacity's wait after a failed try: the worker's one backoff (``worker.backoff.backoff_delay``), the same
     as Celery's countdown between deliveries."""
     return backoff_delay(retry_state.attempt_number, None, JITTER)
 

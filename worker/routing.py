@@ -21,13 +21,8 @@ from models.endpoints import base_url_variables
 from models.statuses import JobStatus
 from models.tables import Job
 from plimsoll.notices import stopped_notice, too_long_notice
+from worker.backoff import JITTER, backoff_delay, rate_limit_delay
 from worker.errors import ProviderError, RateLimited, TooLong, Transient, Unreachable
-
-BACKOFF_BASE_SECONDS = 1.0
-BACKOFF_CAP_SECONDS = 60.0
-
-# Drawn from os.urandom, so every process (each forked pool child too) jitters differently.
-JITTER: random.Random = random.SystemRandom()
 
 
 @dataclass(frozen=True)
@@ -96,23 +91,3 @@ def endpoint_setting(job: Job) -> str:
         return "PLIMSOLL_EMULATOR_URL"
     plimsolls, sdks = base_url_variables(job.provider)
     return f"{sdks} (or {plimsolls})"
-
-
-def backoff_delay(attempt: int, retry_after: float | None, rng: random.Random) -> float:
-    """Exponential backoff with full jitter (a uniform draw up to base * 2^(attempt-1), capped), but never
-    sooner than the provider's retry-after."""
-    doublings = min(attempt - 1, 32)  # the cap is reached long before; this keeps the power a float
-    ceiling = min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2.0**doublings)
-    jittered = rng.uniform(0.0, ceiling)
-    return max(jittered, retry_after) if retry_after is not None else jittered
-
-
-def rate_limit_delay(retry_after: float | None, waited_seconds: float, rng: random.Random) -> float:
-    """How long a step refused by a rate limit waits: at least ``retry-after`` (without one, about as long as
-    it has waited so far, between 1 s and the backoff cap), plus up to as much again drawn in this process, so
-    that steps refused together do not all come back together."""
-    if retry_after is not None:
-        base = retry_after
-    else:
-        base = min(BACKOFF_CAP_SECONDS, max(BACKOFF_BASE_SECONDS, waited_seconds))
-    return base + rng.uniform(0.0, max(BACKOFF_BASE_SECONDS, base))

@@ -17,6 +17,7 @@ from sqlalchemy import select
 from models.retention import sweep
 from models.settings import get_settings
 from models.tables import Job, JobStatus, Tenant
+from worker.backoff import JITTER, backoff_delay
 from worker.broker_view import Step, queued_steps
 from worker.celery_app import app, recovery_queue
 from worker.errors import JobFailed
@@ -31,7 +32,6 @@ from worker.outages import (
     is_outage,
     outage_over,
 )
-from worker.routing import JITTER, backoff_delay
 from worker.sentry import init_sentry
 from worker.services import make_services, shared_redis
 from worker.step import Services, fail_after_internal_error, run_step
