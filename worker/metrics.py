@@ -7,10 +7,12 @@ the worker's processes share (set it before the worker starts; one folder per ho
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from prometheus_client import Counter, Histogram
 
-from worker.providers.base import Usage
+if TYPE_CHECKING:  # importing the providers loads both model SDKs, which the metrics server has no use for
+    from worker.providers.base import Usage
 
 STEPS = Counter("plimsoll_steps_total", "Step deliveries run, by outcome", ["outcome"])
 TOKENS = Counter("plimsoll_tokens_total", "Tokens of answered model requests, by kind", ["kind"])
