@@ -1,5 +1,5 @@
-"""One of the processes racing for one budget in tests/test_budgets.py. Spawned processes import the module of
-their target: this one holds only what a racer needs, so that six of them start in a fraction of a second each."""
+"""One of the processes racing for one budget in tests/test_budgets.py. The fork server they start from imports
+the module of their target: this one holds only what a racer needs."""
 
 from __future__ import annotations
 

@@ -52,9 +52,11 @@ def _budgets(database: Database) -> Budgets:
 
 def test_processes_racing_for_one_budget_never_spend_past_it() -> None:
     namespace, main_job = uuid.uuid4().hex[:12], 7
-    # Spawned, not forked: a fork of an xdist worker can copy a lock another thread holds (a racer hung in CI).
-    # The racer's module imports only the budgets, not this module's worker and API.
-    processes = multiprocessing.get_context("spawn")
+    # Not forked from this process: a fork of an xdist worker can copy a lock another thread holds (a racer hung
+    # in CI). A fork server is a fresh process of one thread; it imports the racer's module (only the budgets, not
+    # this module's worker and API) once, and forks each racer from there.
+    processes = multiprocessing.get_context("forkserver")
+    processes.set_forkserver_preload(["tests.budget_racer"])
     results: Any = processes.Queue()
     racers = [processes.Process(target=race_for_the_budget, args=(namespace, main_job, n, results)) for n in range(6)]
     for racer in racers:
