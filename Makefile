@@ -1,5 +1,9 @@
 # Two commands do everything on a fresh machine: `make demo` and `make test`.
 PYTHON ?= python3
+# Python keeps its compiled modules (__pycache__, ignored by git) and pytest its rewritten tests: where
+# PYTHONDONTWRITEBYTECODE is set (this machine sets it), each of the suite's hundreds of processes compiled every
+# module of ours again, 2.5 s of every pytest process's start (docs/development.md).
+unexport PYTHONDONTWRITEBYTECODE
 VENV ?= .venv
 BIN := $(VENV)/bin
 # setuptools explains editable installs of a flat layout in a boxed UserWarning on every install; keep it quiet.
