@@ -102,6 +102,10 @@ def test_a_parked_job_starts_at_the_reconcilers_round_once_its_tenant_has_room(
     assert wait_for(database, job_id, timeout=60).status == JobStatus.SUCCEEDED
 
 
+# The session's worker takes four messages at a time (prefetch 1, four threads): in the parallel pass, steps of
+# earlier tests still running in it twice kept it from taking these two within 30 s, or from holding them when the
+# reconciler looked. Alone, the worker is this test's.
+@pytest.mark.serial
 def test_the_reconciler_leaves_a_step_the_broker_holds_and_queues_a_lost_one_again(
     database: Database, emulator_reset: EmulatorServer, celery_worker: Any
 ) -> None:
