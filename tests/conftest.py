@@ -1,5 +1,7 @@
 """Shared pytest configuration: fixtures live in one module per part of the system."""
 
+import gc
+
 import pytest
 
 import tests.examples  # noqa: F401  registers the "check" profile before hypothesis loads one
@@ -21,3 +23,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.worker)
     with_workers = {item.path for item in items if item.get_closest_marker("worker")}
     items.sort(key=lambda item: item.path not in with_workers)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collecting imported (every module of ours, the SDKs, the tests) lives as long as the run: frozen, the
+    garbage collector's full passes no longer walk it. They took about a tenth of `make check`'s CPU time."""
+    gc.collect()
+    gc.freeze()
