@@ -213,6 +213,10 @@ class FamilyUse:
 
 
 FAMILY_LOCK = 0x504C46  # the advisory locks' namespace: one lock per main job while a step of its family is claimed
+# One round trip: the main job's id (the job's own, or its parent's) as the lock's int4 key.
+_LOCK_FAMILY = text(
+    "SELECT pg_advisory_xact_lock(:space, (coalesce(parent_id, id) % 2147483648)::integer) FROM jobs WHERE id = :id"
+)
 
 
 def lock_family(session: Session, job_id: int) -> None:
@@ -221,9 +225,7 @@ def lock_family(session: Session, job_id: int) -> None:
     never waits while holding one. (SQLite writes one transaction at a time anyway.)"""
     if session.get_bind().dialect.name != "postgresql":
         return
-    main = session.scalar(select(func.coalesce(Job.parent_id, Job.id)).where(Job.id == job_id))
-    if main is not None:
-        session.execute(text("SELECT pg_advisory_xact_lock(:space, :key)"), {"space": FAMILY_LOCK, "key": main % 2**31})
+    session.execute(_LOCK_FAMILY, {"space": FAMILY_LOCK, "id": job_id})
 
 
 def family_use(session: Session, main_job_id: int, *, besides: int | None = None) -> FamilyUse:

@@ -76,7 +76,7 @@ def begin(session: Session, job_id: int, step: int | None, owner: str, services:
         within_learned_limits(job, known[:2] if known else None)
     try:
         with STEP_PHASES.labels("plan").time():
-            planned = prepare(session, job, services)
+            planned = prepare(session, job, services, used=used)
     except NothingFits as nothing:
         error = TooLong(str(nothing.error), provider="plimsoll")
         return failed(session, job, error, services, nothing=nothing)

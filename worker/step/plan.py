@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from models.endpoints import host_of
-from models.jobs import family_use, last_step
+from models.jobs import FamilyUse, family_use, last_step
 from models.statuses import CALIBRATED
 from models.tables import Job, Step, Strategy, now
 from plimsoll import CacheView, Calibrator, DoesNotFit, Outline, Plan, estimate_tokens, get_profile, outline
@@ -46,8 +46,9 @@ class NothingFits(Exception):
         self.first_fits = smallest <= budget
 
 
-def prepare(session: Session, job: Job, services: Services) -> Planned | None:
-    """The request of the job's next step; None while subagents it waits for are still at work."""
+def prepare(session: Session, job: Job, services: Services, *, used: FamilyUse | None = None) -> Planned | None:
+    """The request of the job's next step; None while subagents it waits for are still at work. ``used``: the
+    family's use, if the caller has just read it in this transaction."""
     index = services.histories.index(session, job.id)
     outlines = index.outlines
     carried: list[dict[str, Any]] = []
@@ -88,7 +89,7 @@ def prepare(session: Session, job: Job, services: Services) -> Planned | None:
     request, left = composed.request, None
     if composed.compaction is None:
         within = services.settings.wind_down_steps
-        used = family_use(session, job.parent_id or job.id, besides=job.id)
+        used = used if used is not None else family_use(session, job.parent_id or job.id, besides=job.id)
         left = nearly_spent(job, used, money, services.budgets, expected_input=expected, within=within)
         request = request if left is None else with_note(request, left)
     return Planned(
