@@ -1,7 +1,7 @@
 """A job's events: what a step, a compaction, a subagent, a notice or an ending tells the job's person and their
 systems. ``record`` writes one in the caller's transaction, so it is seen only once what it reports is committed;
-on PostgreSQL it also queues a NOTIFY on ``CHANNEL``, which PostgreSQL delivers only at that commit, so a
-listener learns of new events without polling the database per client."""
+on PostgreSQL its insert also queues a NOTIFY on ``CHANNEL`` (a trigger, migration 0024), which PostgreSQL
+delivers only at that commit, so a listener learns of new events without polling the database per client."""
 
 from __future__ import annotations
 
@@ -35,9 +35,7 @@ def record(session: Session, job: Job, type: EventType, data: dict[str, Any]) ->
         data = {"subagent": job.id} | data
     event = Event(tenant_id=job.tenant_id, job_id=main_id, type=type.value, data=data)
     session.add(event)
-    session.flush()
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(select(func.pg_notify(CHANNEL, f"{job.tenant_id}:{main_id}:{event.id}")))
+    session.flush()  # on PostgreSQL its insert queues the NOTIFY (the trigger of migration 0024)
     if type is EventType.STEP:  # the one kind that comes with every step: the others are few
         keep_last(session, main_id, get_settings().events_kept_per_job)
     from models.webhooks import write_outbox  # it imports EventType from here
