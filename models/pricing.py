@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from functools import cache
 from importlib.metadata import version
 
 from genai_prices import data_snapshot, types
@@ -29,6 +30,12 @@ THEIR_NAMES = {  # our rates by genai-prices' names (its ModelPrice's attributes
     "cache_write_1h": "cache_write_1h_mtok",
     "cache_read": "cache_read_mtok",
 }
+
+
+@cache
+def published_source() -> str:
+    """genai-prices and its version (read once: the package's metadata takes a quarter of a millisecond a look)."""
+    return f"{SOURCE} {version(SOURCE)}"
 
 
 @dataclass(frozen=True)
@@ -90,7 +97,7 @@ def _priced_as(spec: ModelSpec, settings: Settings) -> str:
 
 def _unpriced_hint(name: str) -> str:
     return (
-        f"{SOURCE} {version(SOURCE)} has none for {name}; set it in {OPERATOR}, e.g. "
+        f"{published_source()} has none for {name}; set it in {OPERATOR}, e.g. "
         f'{{"{name}": {{"input": 3, "output": 15}}}} (USD per million tokens)'
     )
 
@@ -101,7 +108,7 @@ def _overridden(model: str, priced_as: str, override: PriceOverride, published: 
         if "input" not in given or "output" not in given:
             raise Unpriced(
                 f"no price for {model}: {OPERATOR} gives {', '.join(sorted(given)) or 'nothing'} of it, and "
-                f"{SOURCE} {version(SOURCE)} has none to fill in the rest: give at least input and output"
+                f"{published_source()} has none to fill in the rest: give at least input and output"
             )
         rates = Rates(**_filled(given))
         return Prices(model, priced_as, rates, (), OPERATOR, override.since, at)
@@ -148,7 +155,7 @@ def _published(name: str, at: datetime) -> Prices | None:
 
     since = _since(found.prices, at) if isinstance(found.prices, list) else None
     return Prices(
-        name, name, at_size(0), tuple((s, at_size(s + 1)) for s in starts), f"{SOURCE} {version(SOURCE)}", since, at
+        name, name, at_size(0), tuple((s, at_size(s + 1)) for s in starts), published_source(), since, at
     )
 
 
