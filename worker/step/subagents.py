@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from models.history import message_bodies
@@ -22,7 +23,10 @@ from worker.tools import Delegation, result, run_tool
 def within_caps(session: Session, job: Job, delegations: Sequence[Delegation], settings: Settings) -> int:
     """How many of a reply's delegations may start subagents: at most ``max_subagents_per_call`` of them, and
     no more than the main job has left of ``max_subagents_per_job``. The first ones start."""
-    left = settings.max_subagents_per_job - len(children_of(session, job.id))
+    if not delegations:  # most replies: no need to count the subagents
+        return 0
+    started = session.scalar(select(func.count()).where(Job.parent_id == job.id)) or 0
+    left = settings.max_subagents_per_job - started
     return max(0, min(len(delegations), settings.max_subagents_per_call, left))
 
 
