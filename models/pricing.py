@@ -154,9 +154,7 @@ def _published(name: str, at: datetime) -> Prices | None:
         return Rates(**_filled({name: v for name, each in raw.items() if (v := one(each)) is not None}))
 
     since = _since(found.prices, at) if isinstance(found.prices, list) else None
-    return Prices(
-        name, name, at_size(0), tuple((s, at_size(s + 1)) for s in starts), published_source(), since, at
-    )
+    return Prices(name, name, at_size(0), tuple((s, at_size(s + 1)) for s in starts), published_source(), since, at)
 
 
 def _since(conditional: list[types.ConditionalPrice], at: datetime) -> date | None:
