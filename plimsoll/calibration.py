@@ -45,6 +45,14 @@ class Calibrator:
             return 1.0
         return max(self.floor, factor)
 
+    @property
+    def pacing_factor(self) -> float:
+        """The factor for pacing requests against a rate limit rather than fitting them into a budget: the mean of
+        the recent ratios, without the margin, the floor or the wait for agreement (1.0 before any reply). A
+        reservation is corrected by its reply's real count, but only after the steps behind it in the line were
+        told when their turn comes: one that is too large holds them back for tokens that are never counted."""
+        return sum(self.recent) / len(self.recent) if self.recent else 1.0
+
     def correct(self, budget: int) -> int:
         """The budget to plan with, so that the real size of the request stays within ``budget``."""
         return int(budget / self.factor)

@@ -13,7 +13,9 @@ import redis
 from demo.chapters import chapters
 from emulator import EmulatorServer
 from models.db import Database
-from models.tables import Job, JobStatus
+from models.tables import Job, JobStatus, Step
+from plimsoll import CacheView
+from plimsoll.fitting import Plan
 from testbed.stack import REDIS_URL
 from tests.fixtures_emulator import TEST_API_KEY
 from tests.support_worker import new_job, services
@@ -23,6 +25,7 @@ from worker.providers import AnthropicProvider
 from worker.providers.base import Usage
 from worker.rate_limits import Budget, model_class, stated_limits
 from worker.step import run_step
+from worker.step.plan import expected_cached_prefix
 
 
 @pytest.fixture
@@ -105,6 +108,21 @@ def test_cache_reads_are_left_out_where_the_provider_does_not_count_them() -> No
         "input_tokens": Budget(limit=30_000, remaining=29_000)
     }
     assert model_class("claude-sonnet-4-5-20250929") == "claude-sonnet"
+
+
+def test_a_cached_prefix_is_expected_at_the_same_factor_as_the_request_it_is_part_of() -> None:
+    """Text the estimate over-counts by 46 % (generated English against cl100k): the previous request was estimated
+    at 2,920 tokens and counted 2,000, 1,350 of them read from the cache. The next one is estimated at 3,870 (about
+    2,650 real): about 1,300 count against the limit. Subtracting the real cached count from the whole estimate
+    would reserve 2,520, nearly twice that, and every step behind it in the line would be told to wait for tokens
+    that never count; the prefix taken at the request's own factor leaves the estimate's own 46 % over."""
+    previous = Step(estimated_tokens=2_920, reported_input_tokens=2_000, cache_read_tokens=1_350, cache_write_tokens=0)
+    warm = CacheView(idle_seconds=1.0, previous_cleared=())
+    plan = Plan(stage="as_is", tokens=3_870, keep_from=1, cleared=(), cleared_in=(), note="none")
+    cached = expected_cached_prefix(previous, warm, plan, 1.0)
+    assert cached == int(2_920 * 1_350 / 2_000)
+    assert planned_input(tokens=3_870, provider="anthropic", cached_prefix=cached) == 1_899  # about 1.46 x 1,300
+    assert expected_cached_prefix(previous, CacheView(idle_seconds=3_600.0, previous_cleared=()), plan, 1.0) == 0
 
 
 def test_a_step_without_capacity_is_not_started_and_is_queued_for_its_turn(

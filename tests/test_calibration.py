@@ -49,3 +49,14 @@ def test_it_round_trips_through_its_stored_form() -> None:
         calibrator.observe(1_000, reported)
     again = Calibrator.from_dict(calibrator.to_dict())
     assert (again.recent, again.observations, again.factor) == (calibrator.recent, 3, calibrator.factor)
+
+
+def test_pacing_takes_the_mean_ratio_without_margin_or_floor() -> None:
+    """A rate limit's reservation is what the request will likely count; the floor and the margin keep a request
+    inside its budget, and reserving with them would make the steps behind it wait for tokens never counted."""
+    calibrator = Calibrator()
+    assert calibrator.pacing_factor == 1.0
+    for reported in (500, 700, 600):
+        calibrator.observe(1_000, reported)
+    assert calibrator.pacing_factor == pytest.approx(0.6)
+    assert calibrator.factor == FLOOR  # the largest ratio with its margin, 0.714, is under the floor

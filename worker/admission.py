@@ -22,7 +22,10 @@ message lost until the reconciler sends it again) is taken out of the line and t
 comes back.
 
 - The reservation is the request's planned uncached input (the cached prefix is left out where the provider does
-  not count cache reads) and its ``max_tokens``; after the reply the real usage corrects it (``settle``).
+  not count cache reads) and its ``max_tokens``; after the reply the real usage corrects it (``settle``). The
+  input is the estimate at the job's mean ratio of counted to estimated tokens (``Calibrator.pacing_factor``), not
+  at the safe factor that fits requests into budgets, and the cached prefix is taken at the same ratio: the steps
+  behind a reservation are told their turn from it, before its correction.
 - Limits are learned from the answers' ``*-ratelimit-*`` headers and can be set per provider and model class
   (``PLIMSOLL_RATE_LIMITS``); what the answers say is ``remaining`` lowers the bucket, and the share of the limit
   the fleet takes is learned (up a little with every answer, down by 15 % on a 429, at most once in 10 s, never

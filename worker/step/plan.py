@@ -63,6 +63,7 @@ def prepare(session: Session, job: Job, services: Services, *, used: FamilyUse |
     overhead = request_overhead(system, tools, job.profile)
     calibrator = Calibrator.from_dict(job.calibration, floor=services.settings.calibration_floor)
     factor = calibrator.factor if job.strategy in CALIBRATED else 1.0
+    paced = calibrator.pacing_factor if job.strategy in CALIBRATED else 1.0  # what the rate limits will count
     planning_budget = int(job.budget / factor)
     previous = last_step(session, job.id)
     cache = cache_view(previous, ttl_seconds=services.settings.cache_ttl_seconds, at=now())
@@ -115,21 +116,24 @@ def prepare(session: Session, job: Job, services: Services, *, used: FamilyUse |
         worst_usd=money.worst_usd,
         wind_down=None if left is None else left.reason,
         counted_input=planned_input(
-            tokens=expected,
+            tokens=int(composed.plan.tokens * paced),
             provider=job.provider,
-            cached_prefix=_cached_prefix(previous, cache, composed.plan),
+            cached_prefix=expected_cached_prefix(previous, cache, composed.plan, paced),
         ),
     )
 
 
-def _cached_prefix(previous: Step | None, cache: CacheView, chosen: Plan) -> int:
-    """The tokens the request should read from the prompt cache: what the previous request read from it or wrote
-    to it, if the cache is still warm and the plan clears nothing new; otherwise taken as none."""
-    if previous is None or previous.reported_input_tokens is None or cache.cold:
+def expected_cached_prefix(previous: Step | None, cache: CacheView, chosen: Plan, factor: float) -> int:
+    """The tokens the request should read from the prompt cache, if the cache is still warm and the plan clears
+    nothing new (otherwise taken as none): the share of the previous request it read from the cache or wrote to
+    it, taken of that request's estimate at the factor the request is expected at. Counted as the rest of the
+    request is, an estimate's error falls on the whole request alike, not all of it on the part that counts."""
+    if previous is None or not previous.reported_input_tokens or cache.cold:
         return 0
     if set(chosen.cleared) != set(cache.previous_cleared or ()):
         return 0
-    return previous.cache_read_tokens + previous.cache_write_tokens
+    cached = previous.cache_read_tokens + previous.cache_write_tokens
+    return int(previous.estimated_tokens * min(1.0, cached / previous.reported_input_tokens) * factor)
 
 
 def _plan(
