@@ -42,7 +42,7 @@ the newest notes are.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import accumulate
 from typing import Any, Literal
@@ -176,7 +176,7 @@ def plan_compaction(
     current: Plan,
     previous: Previous | None,
     policy: Policy,
-    cached: Sequence[Previous] = (),
+    cached: Iterable[Previous] = (),
     max_output: int | None = None,
     history: History | None = None,
 ) -> Compaction | None:

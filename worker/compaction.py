@@ -8,9 +8,10 @@ changed. The next step plans over the new summary.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cached_property, partial
 from typing import Any
 
 from sqlalchemy import select
@@ -104,7 +105,7 @@ def compose(
             current=chosen,
             previous=_previous(last, row),
             policy=job.compaction,  # type: ignore[arg-type]  # checked when the job was created
-            cached=_cached(session, job.id, row, cache_ttl_seconds),
+            cached=Lazily(partial(_cached, session, job.id, row, cache_ttl_seconds)),
             max_output=job.max_output_tokens,
             history=stored.history,
         )
@@ -135,6 +136,21 @@ def _previous(step: Step | None, row: SummaryRow | None) -> Previous | None:
     if row is not None and step.step <= row.step:
         return None
     return Previous(step.messages_sent, tuple(step.cleared))
+
+
+class Lazily(Iterable[Previous]):
+    """The cached requests, read when first looked at: only a compaction that is due looks, and each of them
+    carries every result its request cleared (thousands in a long job)."""
+
+    def __init__(self, load: Callable[[], list[Previous]]) -> None:
+        self._load = load
+
+    @cached_property
+    def _loaded(self) -> list[Previous]:
+        return self._load()
+
+    def __iter__(self) -> Iterator[Previous]:
+        return iter(self._loaded)
 
 
 def _cached(session: Session, job_id: int, row: SummaryRow | None, ttl_seconds: float) -> list[Previous]:
