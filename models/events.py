@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from models.settings import get_settings
 from models.tables import Event, Job
 
-CHANNEL = "plimsoll_events"
+CHANNEL = "plimsoll_events"  # also named by the trigger that sends the NOTIFY (migration 0024)
 
 
 class EventType(enum.StrEnum):
