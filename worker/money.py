@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from models.budgets import Budgets, Scope, Standing, job_scope, tenant_scopes
 from models.costs import worst_case
-from models.jobs import FamilyUse, shared_limits
+from models.jobs import FamilyUse, last_step, shared_limits
 from models.limits import tenant_limits
 from models.pricing import Prices, Unpriced, prices_of
 from models.settings import Settings
@@ -32,10 +32,23 @@ class Money:
     spends: tuple[Scope, ...]
     prices: Prices | None
     worst_usd: Decimal
+    growth_usd: Decimal = Decimal(0)  # how much the worst case grew since the job's previous request
+    # A subagent's: what its main job's next request may cost (its latest request's estimate, as a worst case),
+    # kept out of the subagent's reckoning of what is left, so that the main job can still answer after it.
+    kept_usd: Decimal = Decimal(0)
 
 
-def money_of(session: Session, job: Job, settings: Settings, *, input_tokens: int, max_tokens: int) -> Money:
-    """The budgets a request of ``input_tokens`` (planned) and ``max_tokens`` spends, and its worst case."""
+def money_of(
+    session: Session,
+    job: Job,
+    settings: Settings,
+    *,
+    input_tokens: int,
+    max_tokens: int,
+    previous_input: int | None = None,
+) -> Money:
+    """The budgets a request of ``input_tokens`` (planned) and ``max_tokens`` spends, its worst case, and how much
+    that grew since the job's previous request of ``previous_input`` tokens (planned the same way), if it had one."""
     main_id = job.parent_id if job.parent_id is not None else job.id
     limits = tenant_limits(session, job.tenant_id, settings)
     spends = (job_scope(job.tenant_id, main_id, job.max_cost_usd), *tenant_scopes(job.tenant_id, limits, now()))
@@ -44,10 +57,17 @@ def money_of(session: Session, job: Job, settings: Settings, *, input_tokens: in
     except Unpriced:
         logger.warning("job %s: its model has no price; its budgets in money are not held", job.id)
         return Money(spends, None, Decimal(0))
-    worst = worst_case(
-        prices, input_tokens=input_tokens, max_output_tokens=max_tokens, cache_ttl_seconds=settings.cache_ttl_seconds
-    )
-    return Money(spends, prices, worst)
+
+    def worst(tokens: int) -> Decimal:
+        return worst_case(
+            prices, input_tokens=tokens, max_output_tokens=max_tokens, cache_ttl_seconds=settings.cache_ttl_seconds
+        )
+
+    now_worst = worst(input_tokens)
+    grown = Decimal(0) if previous_input is None else max(Decimal(0), now_worst - worst(previous_input))
+    main_latest = None if job.parent_id is None else last_step(session, job.parent_id)
+    kept = Decimal(0) if main_latest is None else worst(main_latest.estimated_tokens + NOTE_TOKENS)
+    return Money(spends, prices, now_worst, grown, kept)
 
 
 @dataclass(frozen=True)
@@ -61,7 +81,15 @@ def nearly_spent(
     job: Job, used: FamilyUse, money: Money, budgets: Budgets | None, *, expected_input: int, within: int
 ) -> Left | None:
     """The budget of ``job`` nearest its end, if it holds ``within`` more steps or fewer (at the average so far).
-    ``used``: what the job's main job and its subagents have used of the steps and input tokens they share."""
+    ``used``: what the job's main job and its subagents have used of the steps and input tokens they share.
+
+    In money, each step ahead costs the average so far, and this one is the last if, after it, the next request's
+    worst case (grown as much as this one's grew since the previous request) could no longer be reserved. Counted
+    at the average alone, a tight budget whose worst case grew faster than its spend let a job pass its last
+    reservable step without the note, and it was then stopped without an answer. Requests in flight (a
+    subagent's siblings') are reckoned at the average, not at the worst cases they hold for a moment. A subagent
+    reckons without what its main job's next request may cost: it winds down while its main job can still answer
+    with what the subagents found."""
     if within <= 0 or not job.wind_down:
         return None
     limits = shared_limits(job)
@@ -80,9 +108,15 @@ def nearly_spent(
             logger.warning("job %s: budgets unavailable for the wind-down (%s)", job.id, type(error).__name__)
             standing = Standing(spent=Decimal(0), held=Decimal(0))
         if standing.sent > 0 and scope.limit is not None:
-            left = scope.limit - standing.spent - standing.held
             average = standing.spent / standing.sent
-            steps = 0 if left < money.worst_usd else 1 + int((left - money.worst_usd) / max(average, Decimal("1e-9")))
+            in_flight = min(standing.held, standing.holds * average)  # likely to cost what requests have cost
+            left = scope.limit - standing.spent - in_flight - money.kept_usd
+            if left < money.worst_usd:
+                steps = 0
+            elif left - average < money.worst_usd + money.growth_usd:
+                steps = 1
+            else:
+                steps = 1 + int((left - money.worst_usd) / max(average, Decimal("1e-9")))
             found.append(Left("money", steps, f"{max(left, Decimal(0)):.2f} of its {scope.limit:.2f} USD"))
     nearest = min(found, key=lambda each: each.steps)
     return nearest if nearest.steps <= within else None
