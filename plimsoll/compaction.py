@@ -44,10 +44,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import cache
 from itertools import accumulate
 from typing import Any, Literal
 
-from plimsoll.economics import growth_per_call
+from plimsoll.economics import RECENT_ROUNDS, growth_per_call
 from plimsoll.estimate import Profile, count_tokens
 from plimsoll.fitting import DoesNotFit, Plan, apply_plan, note_costs, plan_history
 from plimsoll.fitting import _plan as plan_of
@@ -194,12 +195,15 @@ def plan_compaction(
     last_round = len(shown) - 2 if len(shown) % 2 else len(shown) - 1  # the newest assistant message stays
     # The person's words a summary ending before view index c quotes: those of every stored turn it covers, the
     # ones an earlier summary quotes included (its range starts at message 1 too).
-    stored_person = _person_tokens(stored, len(outlines))
-    person = [stored_person[stored_index(c, summary)] for c in range(len(shown) + 1)]
     setting = _Setting(budget, profile, overhead, summary)
 
+    @cache
+    def person() -> list[int]:
+        stored_person = _person_tokens(stored, len(outlines))
+        return [stored_person[stored_index(c, summary)] for c in range(len(shown) + 1)]
+
     def allowance_of(cut: int) -> int:
-        allowance = _allowance(budget, person[cut])
+        allowance = _allowance(budget, person()[cut])
         return allowance if max_output is None else min(allowance, max_output)
 
     def after(cut: int) -> History:
@@ -287,10 +291,13 @@ def kept_growth(history: History, profile: Profile) -> int:
     """Tokens a round adds to the request once stage 1 has cleared its results: what clearing cannot take back
     (the assistant's message, the notes in place of results), by the mean of the newest rounds."""
     note = note_costs(profile).cleared_result
-    freed = [0] * len(history)
-    for index, tokens, _ in history.results:
-        freed[index] += max(0, tokens - note)
-    net = [tokens - free for tokens, free in zip(history.tokens, freed, strict=True)]
+    # growth_per_call reads the newest RECENT_ROUNDS rounds only: those, and the message before them.
+    start = max(0, len(history) - 2 * RECENT_ROUNDS - 1)
+    net = history.tokens[start:]
+    for index, tokens, _ in reversed(history.results):  # oldest first: the newest rounds' are at the end
+        if index < start:
+            break
+        net[index - start] -= max(0, tokens - note)
     return growth_per_call(net)
 
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from itertools import accumulate
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from plimsoll.estimate import Profile, count_tokens
 from plimsoll.history import History, from_messages, from_outlines
@@ -264,9 +264,32 @@ def bodies_needed(chosen: Plan, outlines: Sequence[Outline]) -> list[int]:
 
 
 def build_request(chosen: Plan, outlines: Sequence[Outline], bodies: Mapping[int, Message]) -> list[dict[str, Any]]:
-    """The request ``chosen`` describes, from stored outlines and the bodies of :func:`bodies_needed`."""
-    messages = [bodies[i] if i in bodies else _cleared_from_outline(o) for i, o in enumerate(outlines)]
-    return apply_plan(messages, chosen)
+    """The request ``chosen`` describes, from stored outlines and the bodies of :func:`bodies_needed`. A message
+    without its body is rebuilt from its outline with its results cleared already, so only the bodies are
+    cleared; and only the messages the request keeps are built."""
+    messages = _Rebuilt(outlines, bodies)
+    return apply_plan(messages, replace(chosen, cleared_in=tuple(i for i in chosen.cleared_in if i in bodies)))
+
+
+class _Rebuilt(Sequence[Message]):
+    """The stored messages as :func:`apply_plan` reads them: each its body if loaded, else rebuilt from its
+    outline when read."""
+
+    def __init__(self, outlines: Sequence[Outline], bodies: Mapping[int, Message]) -> None:
+        self._outlines, self._bodies = outlines, bodies
+
+    def __len__(self) -> int:
+        return len(self._outlines)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        found = self._bodies.get(index)
+        return found if found is not None else _cleared_from_outline(self._outlines[index])
 
 
 def _cleared_from_outline(message: Outline) -> dict[str, Any]:

@@ -24,7 +24,8 @@ from plimsoll.compaction import (
     view,
     view_messages,
 )
-from plimsoll.fitting import plan_history
+from plimsoll.economics import growth_per_call
+from plimsoll.fitting import note_costs, plan_history
 from plimsoll.history import from_outlines
 from plimsoll.notices import SUMMARY_HEADER
 from plimsoll.profiles import get_profile
@@ -302,3 +303,18 @@ def test_a_due_compaction_sends_the_shortest_cached_request_that_covers_the_rang
     # A cached request that cleared differently is not a prefix of the previous one: not sent.
     changed = [Previous(sent, ("toolu_00000",)) for sent in range(3, previous.sent + 1, 2)]
     assert plan_compaction(outlines, budget, previous=previous, policy="auto", cached=changed, **arguments) == whole
+
+
+@SETTINGS
+@given(conversations(max_rounds=40))
+def test_the_growth_kept_after_clearing_is_that_of_the_newest_rounds_over_the_whole_history(
+    messages: list[dict[str, Any]],
+) -> None:
+    # kept_growth reads only the newest rounds (what a step at 10,000 messages can afford); the definition walks all.
+    history = from_outlines([outline(m) for m in messages])
+    note = note_costs(PROFILE).cleared_result
+    freed = [0] * len(history)
+    for index, tokens, _ in history.results:
+        freed[index] += max(0, tokens - note)
+    net = [tokens - free for tokens, free in zip(history.tokens, freed, strict=True)]
+    assert kept_growth(history, PROFILE) == growth_per_call(net)

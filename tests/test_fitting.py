@@ -12,7 +12,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import plimsoll.estimate
-from plimsoll import DoesNotFit, InvalidConversation, estimate_message, fit, outline, plan
+from plimsoll import (
+    DoesNotFit,
+    InvalidConversation,
+    apply_plan,
+    bodies_needed,
+    build_request,
+    estimate_message,
+    fit,
+    outline,
+    plan,
+)
 from plimsoll.history import from_outlines
 from plimsoll.notices import CLEARED_RESULT_NOTE, TRUNCATION_NOTE
 from tests.conversations import conversations, text_of, tool_round
@@ -367,3 +377,20 @@ def test_planning_from_outlines_matches_fitting_the_messages() -> None:
         fitted.dropped,
     )
     assert all(type(o).from_dict(o.to_dict()) == o for o in outlines)
+
+
+@SETTINGS
+@given(fitting_cases())
+def test_a_request_built_from_outlines_and_the_bodies_it_needs_is_the_request_of_the_whole_messages(
+    case: tuple[list[dict[str, Any]], int, int],
+) -> None:
+    # What the worker does: plan over stored outlines, load only the bodies the plan needs, build the request.
+    messages, budget, overhead = case
+    outlines = [outline(m) for m in messages]
+    try:
+        chosen = plan(outlines, budget, overhead=overhead)
+    except DoesNotFit:
+        return
+    needed = bodies_needed(chosen, outlines)
+    built = build_request(chosen, outlines, {i: messages[i] for i in needed})
+    assert built == apply_plan(messages, chosen)
