@@ -127,6 +127,24 @@ def test_the_callers_messages_are_left_alone(anthropic_provider: AnthropicProvid
     assert (messages, tools) == before
 
 
+def test_messages_passed_through_unmarked_are_shared_and_those_marked_are_copies() -> None:
+    # A request of 4,000 messages is not copied at every step: only the messages that carry a breakpoint are.
+    call = {"type": "tool_use", "id": "toolu_1", "name": "read_document", "input": {"name": "a.txt"}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Alpha."}
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"type": "text", "text": "Check a.txt."}]},
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": [result]},
+    ]
+    before = copy.deepcopy(messages)
+    for breakpoints in ((), (0,)):
+        _, marked, _ = with_cache_breakpoints(system="s", messages=messages, tools=[], breakpoints=breakpoints)
+        assert messages == before
+        assert marked[1] is messages[1] and marked[2] is not messages[2]
+        assert marked[2]["content"][0]["cache_control"] == EPHEMERAL
+    assert marked[0] is not messages[0] and marked[0]["content"][0]["cache_control"] == EPHEMERAL
+
+
 def test_breakpoints_sit_on_the_tools_system_cleared_region_and_last_block() -> None:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Go."}]
     for n in range(4):

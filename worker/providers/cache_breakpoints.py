@@ -67,9 +67,13 @@ def _planned(
 
 
 def _message_without_cache_control(message: Message) -> Message:
+    """The message with its content as blocks, none marked; the message itself if it is so already (it is never
+    changed: :func:`_mark` copies what it marks). A request of 4,000 messages is not copied at every step."""
     content = message["content"]
     if isinstance(content, str):
         return {**message, "content": [{"type": "text", "text": content}]}
+    if not any("cache_control" in block for block in content):
+        return message
     return {**message, "content": [_without_cache_control(block) for block in content]}
 
 
@@ -98,6 +102,8 @@ def _is_cleared_note(content: object) -> bool:
 
 
 def _mark(messages: list[Message], message_index: int, block_index: int) -> None:
-    """Mark one block of the (already copied) messages; the block itself is replaced, not changed."""
-    content = messages[message_index]["content"]
+    """Mark one block of ``messages`` (a list of our own): its message, its content and the block are copies."""
+    message = messages[message_index]
+    content = list(message["content"])
     content[block_index] = {**content[block_index], "cache_control": dict(EPHEMERAL)}
+    messages[message_index] = {**message, "content": content}
