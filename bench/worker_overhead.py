@@ -2,11 +2,12 @@
 
 A job is given 25, 115, 1,000 and 10,000 stored messages (tool rounds over 60 real chapters), then takes steps
 against the emulator (in a process of its own, so its work takes nothing from ours) on PostgreSQL: one warm-up
-step, then seven timed, in a process that has run a job of its own first (a worker's process runs warm). Each
-step records its own overhead: planning, loading the bodies it sends, storing the reply and the tool results, in
-their transactions. The baseline, measured after each timed step in the same run,
-is PostgreSQL alone (psycopg, no ORM) reading the rows a step planned from scratch needs: every outline of the
-job and the bodies that step sent.
+step each, then seven timed rounds of one step of every job in turn (the machine's speed drifts during a run:
+every size sees the same drift), in a process that has run a job of its own first (a worker's process runs warm).
+Each step records its own overhead: planning, loading the bodies it sends, storing the reply and the tool
+results, in their transactions. The baseline, measured in the same run for each timed step, is PostgreSQL alone
+(psycopg, no ORM) reading the rows a step planned from scratch needs: every outline of the job and the bodies
+that step sent.
 """
 
 from __future__ import annotations
@@ -129,8 +130,11 @@ def postgres_alone(url: str, job_id: int, stored: int, step: Step) -> float:
     return ((listed - opened) + (done - chosen)) * 1000
 
 
-def measure(database: Database, emulator_url: str, stored: int, texts: dict[str, str], steps: int) -> Measured:
-    job_id = job_with_history(database, stored, texts)
+def measure(
+    database: Database, emulator_url: str, sizes: Sequence[int], texts: dict[str, str], steps: int
+) -> list[Measured]:
+    """A job per size, each given one warm-up step; then ``steps`` timed rounds, each one step of every job in
+    turn, so that the machine's speed drifting during the run moves every size alike."""
     provider = AnthropicProvider(api_key="bench", base_url=emulator_url)
     services = Services(
         database=database,
@@ -140,16 +144,22 @@ def measure(database: Database, emulator_url: str, stored: int, texts: dict[str,
         report=lambda error: None,
     )
     url = make_url(database.url).set(drivername="postgresql").render_as_string(hide_password=False)
-    step = run_step(job_id, services, step=first_step(database, job_id)).step  # a warm-up
-    counts = []
+    jobs = [job_with_history(database, stored, texts) for stored in sizes]
+    next_step = {job_id: run_step(job_id, services, step=first_step(database, job_id)).step for job_id in jobs}
+    counts: dict[int, list[int]] = {job_id: [] for job_id in jobs}
     for _ in range(steps):  # each delivered with its step number, as the worker's task is
-        counts.append(stored_count(database, job_id))
-        step = run_step(job_id, services, step=step).step
+        for job_id in jobs:
+            counts[job_id].append(stored_count(database, job_id))
+            next_step[job_id] = run_step(job_id, services, step=next_step[job_id]).step
+    return [_timed(database, url, stored, job_id, counts[job_id]) for stored, job_id in zip(sizes, jobs, strict=True)]
+
+
+def _timed(database: Database, url: str, stored: int, job_id: int, counts: list[int]) -> Measured:
     with database.session() as session:
         job = session.get(Job, job_id)
         assert job is not None
         timed = [s for s in steps_of(session, job_id) if s.reported_input_tokens is not None][1:]
-    if len(timed) != steps:
+    if len(timed) != len(counts):
         raise RuntimeError(f"the job ended before its steps could be timed: {job.status} {job.error or ''}")
     postgres = [postgres_alone(url, job_id, count, step) for count, step in zip(counts, timed, strict=True)]
     return Measured(stored, [s.overhead_ms for s in timed], postgres, timed)
@@ -225,8 +235,8 @@ def run(sizes: Sequence[int] = SIZES, steps: int = STEPS) -> tuple[str, list[Goa
     texts = {c.name: c.text for c in chapters(60, chars=12_000, languages=("ru", "en", "zh"))}
     with fresh_database(prefix="plimsoll_bench") as url, emulator_process() as emulator_url:
         database = Database(url)
-        measure(database, emulator_url, sizes[0], texts, WARM_UP_STEPS)  # not reported
-        rows = [measure(database, emulator_url, stored, texts, steps) for stored in sizes]
+        measure(database, emulator_url, sizes[:1], texts, WARM_UP_STEPS)  # not reported
+        rows = measure(database, emulator_url, sizes, texts, steps)
         database.dispose()
     return report(rows), goals(rows)
 
