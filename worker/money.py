@@ -34,7 +34,7 @@ class Money:
     worst_usd: Decimal
     growth_usd: Decimal = Decimal(0)  # how much the worst case grew since the job's previous request
     # A subagent's: what its main job's next request may cost (its latest request's estimate, as a worst case),
-    # kept out of the subagent's reckoning of what is left, so that the main job can still answer after it.
+    # which must still fit after the subagent's own last request.
     kept_usd: Decimal = Decimal(0)
 
 
@@ -88,8 +88,9 @@ def nearly_spent(
     at the average alone, a tight budget whose worst case grew faster than its spend let a job pass its last
     reservable step without the note, and it was then stopped without an answer. Requests in flight (a
     subagent's siblings') are reckoned at the average, not at the worst cases they hold for a moment. A subagent
-    reckons without what its main job's next request may cost: it winds down while its main job can still answer
-    with what the subagents found."""
+    answers at the latest when one more of its requests, at its worst case, would leave no room for its main
+    job's next one (a sibling's may still be in flight then), so that the main job can still answer with what the
+    subagents found."""
     if within <= 0 or not job.wind_down:
         return None
     limits = shared_limits(job)
@@ -110,11 +111,11 @@ def nearly_spent(
         if standing.sent > 0 and scope.limit is not None:
             average = standing.spent / standing.sent
             in_flight = min(standing.held, standing.holds * average)  # likely to cost what requests have cost
-            left = scope.limit - standing.spent - in_flight - money.kept_usd
+            left = scope.limit - standing.spent - in_flight
             if left < money.worst_usd:
                 steps = 0
-            elif left - average < money.worst_usd + money.growth_usd:
-                steps = 1
+            elif left - average < money.worst_usd + money.growth_usd + money.kept_usd:
+                steps = 1  # after this request the next could not be reserved with the main job's next beside it
             else:
                 steps = 1 + int((left - money.worst_usd) / max(average, Decimal("1e-9")))
             found.append(Left("money", steps, f"{max(left, Decimal(0)):.2f} of its {scope.limit:.2f} USD"))
