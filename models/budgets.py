@@ -100,18 +100,16 @@ return 'ok'
 """
 
 # KEYS: a budget's hash and holds. ARGV: spent per the ledger (kept only if Redis has none), the key's lifetime.
-# Returns spent, held, how many requests were settled with a cost since the key was made, and how many hold now.
+# Returns spent, held, and how many requests were settled with a cost since the key was made.
 _READ = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 if redis.call('HSETNX', KEYS[1], 'spent', ARGV[1]) == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
-local held, holds = 0, 0
+local held = 0
 for _, live in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf')) do
   held = held + tonumber(redis.call('HGET', KEYS[1], 'h:' .. live) or '0')
-  holds = holds + 1
 end
-return {redis.call('HGET', KEYS[1], 'spent'), string.format('%.0f', held), redis.call('HGET', KEYS[1], 'sent') or '0',
-  holds}
+return {redis.call('HGET', KEYS[1], 'spent'), string.format('%.0f', held), redis.call('HGET', KEYS[1], 'sent') or '0'}
 """
 
 
@@ -158,7 +156,6 @@ class Standing:
     spent: Decimal
     held: Decimal
     sent: int = 0  # requests settled with a cost since Redis last had the key (their average is spent / sent)
-    holds: int = 0  # requests in flight, whose worst cases make up ``held``
 
 
 def day_of(at: datetime) -> tuple[datetime, datetime]:
@@ -253,7 +250,7 @@ class Budgets:
         # The ledger is read only when Redis lacks the budget: HSETNX keeps what Redis has.
         spent = Decimal(0) if self._client.hexists(keys[0], "spent") else self._ledger(scope)
         answer = [_text(part) for part in self._read(keys=keys, args=[to_nano(spent), scope.keep_seconds()])]
-        return Standing(from_nano(answer[0]), from_nano(answer[1]), int(answer[2]), int(answer[3]))
+        return Standing(from_nano(answer[0]), from_nano(answer[1]), int(answer[2]))
 
     def _hash(self, scope: Scope) -> str:
         return scope.key(self._namespace)

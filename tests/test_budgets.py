@@ -19,17 +19,17 @@ from sqlalchemy import select
 
 from models.budgets import Budgets, Scope, job_scope, namespace_of, refuse_when_spent, spent_in_ledger
 from models.db import Database
-from models.jobs import FamilyUse, create_job
+from models.jobs import FamilyUse
 from models.ledger import ChargeKind, record_charge
 from models.pricing import prices_of
 from models.settings import Settings
-from models.tables import Job, JobKind, JobStatus, Notice, Step
+from models.tables import Job, JobStatus, Notice
 from models.tenants import issue_key, set_limits
 from testbed.stack import REDIS_URL, free_port
 from tests.budget_racer import race_for_the_budget
 from tests.support_api import serve_api
 from tests.support_worker import new_job, services, submit
-from worker.money import NOTE_TOKENS, Money, money_of, nearly_spent
+from worker.money import money_of, nearly_spent
 from worker.providers.base import Provider
 from worker.step import run_step
 from worker.step.spend import REDIS_WAIT_SECONDS
@@ -269,59 +269,6 @@ def test_the_note_comes_at_the_last_step_a_budget_can_reserve_though_its_worst_c
         )
     assert left is not None and (left.reason, left.steps) == ("money", 1)
     assert steady is None  # (0.0232 - 0.0199) / 0.0009: 4 more steps, and the next worst case 0.0199 still fits
-
-
-def test_a_subagent_answers_while_its_main_job_can_still_answer_and_a_siblings_hold_counts_at_the_average(
-    database: Database,
-) -> None:
-    # Seen in bench.budgets: subagents spent the family's budget down to less than the main job's next request, so
-    # it was stopped with none of what they found; and a sibling's worst case, held for a moment, told a subagent
-    # to answer before it had read anything.
-    main_id = submit(database, {"a.txt": "Alpha."}, enqueue=False, max_cost_usd=Decimal("0.05"))
-    budgets, settings = _budgets(database), Settings()
-    with database.session() as session:
-        main = session.get_one(Job, main_id)
-        sub = create_job(
-            session,
-            tenant_id=main.tenant_id,
-            instruction="Read a.txt.",
-            kind=JobKind.SUBAGENT,
-            parent=main,
-            parent_tool_use_id="toolu_1",
-        )
-        session.add(
-            Step(
-                job_id=main_id,
-                step=0,
-                stage="whole",
-                planning_budget=100_000,
-                calibration_factor=1.0,
-                estimated_tokens=10_000,
-                messages_sent=1,
-            )
-        )
-        session.flush()
-        for_main = money_of(session, main, settings, input_tokens=1_000, max_tokens=1_000)
-        for_sub = money_of(session, sub, settings, input_tokens=1_000, max_tokens=1_000)
-        main_next = money_of(session, main, settings, input_tokens=10_000 + NOTE_TOKENS, max_tokens=1_000)
-        scope = for_main.spends[0]
-        for n in range(2):  # two requests sent and settled: 0.002 USD each on average
-            assert budgets.reserve(f"t{n}", [scope], Decimal("0.02"), hold_seconds=60) is None
-            budgets.settle(f"t{n}", [scope], Decimal("0.002"))
-
-        def steps(job: Job, money: Money) -> int:
-            left = nearly_spent(job, FamilyUse(0, 0), money, budgets, expected_input=1_000, within=10_000)
-            assert left is not None and left.reason == "money"
-            return left.steps
-
-        alone, sub_steps = steps(main, for_main), steps(sub, for_sub)
-        assert budgets.reserve("sibling", [scope], Decimal("0.03"), hold_seconds=60) is None  # in flight
-        beside = steps(main, for_main)
-    assert for_main.kept_usd == 0 and for_sub.kept_usd == main_next.worst_usd
-    # 0.046 USD left: 17 more steps of 0.002 for the main job; the subagent answers now, as one more request of
-    # its (0.0125 at worst) would leave less than the main job's next (0.0355 at worst)
-    assert (alone, sub_steps) == (1 + int((Decimal("0.046") - for_main.worst_usd) / Decimal("0.002")), 1)
-    assert beside == alone - 1  # the sibling's request reckoned at 0.002, not at the 0.03 it holds
 
 
 def test_a_budgets_redis_out_of_reach_neither_fails_a_step_s_plan_nor_a_submission(database: Database) -> None:

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from models.budgets import Budgets, Scope, Standing, job_scope, tenant_scopes
 from models.costs import worst_case
-from models.jobs import FamilyUse, last_step, shared_limits
+from models.jobs import FamilyUse, shared_limits
 from models.limits import tenant_limits
 from models.pricing import Prices, Unpriced, prices_of
 from models.settings import Settings
@@ -33,9 +33,6 @@ class Money:
     prices: Prices | None
     worst_usd: Decimal
     growth_usd: Decimal = Decimal(0)  # how much the worst case grew since the job's previous request
-    # A subagent's: what its main job's next request may cost (its latest request's estimate, as a worst case),
-    # which must still fit after the subagent's own last request.
-    kept_usd: Decimal = Decimal(0)
 
 
 def money_of(
@@ -65,9 +62,7 @@ def money_of(
 
     now_worst = worst(input_tokens)
     grown = Decimal(0) if previous_input is None else max(Decimal(0), now_worst - worst(previous_input))
-    main_latest = None if job.parent_id is None else last_step(session, job.parent_id)
-    kept = Decimal(0) if main_latest is None else worst(main_latest.estimated_tokens + NOTE_TOKENS)
-    return Money(spends, prices, now_worst, grown, kept)
+    return Money(spends, prices, now_worst, grown)
 
 
 @dataclass(frozen=True)
@@ -86,11 +81,7 @@ def nearly_spent(
     In money, each step ahead costs the average so far, and this one is the last if, after it, the next request's
     worst case (grown as much as this one's grew since the previous request) could no longer be reserved. Counted
     at the average alone, a tight budget whose worst case grew faster than its spend let a job pass its last
-    reservable step without the note, and it was then stopped without an answer. Requests in flight (a
-    subagent's siblings') are reckoned at the average, not at the worst cases they hold for a moment. A subagent
-    answers at the latest when one more of its requests, at its worst case, would leave no room for its main
-    job's next one (a sibling's may still be in flight then), so that the main job can still answer with what the
-    subagents found."""
+    reservable step without the note, and it was then stopped without an answer."""
     if within <= 0 or not job.wind_down:
         return None
     limits = shared_limits(job)
@@ -109,13 +100,12 @@ def nearly_spent(
             logger.warning("job %s: budgets unavailable for the wind-down (%s)", job.id, type(error).__name__)
             standing = Standing(spent=Decimal(0), held=Decimal(0))
         if standing.sent > 0 and scope.limit is not None:
+            left = scope.limit - standing.spent - standing.held
             average = standing.spent / standing.sent
-            in_flight = min(standing.held, standing.holds * average)  # likely to cost what requests have cost
-            left = scope.limit - standing.spent - in_flight
             if left < money.worst_usd:
                 steps = 0
-            elif left - average < money.worst_usd + money.growth_usd + money.kept_usd:
-                steps = 1  # after this request the next could not be reserved with the main job's next beside it
+            elif left - average < money.worst_usd + money.growth_usd:
+                steps = 1  # after this request the next could not be reserved
             else:
                 steps = 1 + int((left - money.worst_usd) / max(average, Decimal("1e-9")))
             found.append(Left("money", steps, f"{max(left, Decimal(0)):.2f} of its {scope.limit:.2f} USD"))
