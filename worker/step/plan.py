@@ -86,14 +86,14 @@ def prepare(session: Session, job: Job, services: Services, *, used: FamilyUse |
         raise NothingFits(error, carried, smallest=smallest, factor=factor, budget=planning_budget) from error
     max_tokens = composed.max_tokens or job.max_output_tokens
     expected = int(composed.plan.tokens * factor)
-    before = None if previous is None else int(previous.estimated_tokens * factor) + NOTE_TOKENS
+    previous_input = None if previous is None else int(previous.estimated_tokens * factor) + NOTE_TOKENS
     money = money_of(
         session,
         job,
         services.settings,
         input_tokens=expected + NOTE_TOKENS,
         max_tokens=max_tokens,
-        previous_input=before,
+        previous_input=previous_input,
     )
     request, left = composed.request, None
     if composed.compaction is None:
