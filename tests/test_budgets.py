@@ -29,9 +29,10 @@ from testbed.stack import REDIS_URL, free_port
 from tests.budget_racer import race_for_the_budget
 from tests.support_api import serve_api
 from tests.support_worker import new_job, services, submit
-from worker.money import money_of, nearly_spent
+from worker.money import LAST_ANSWER_MIN_TOKENS, money_of, nearly_spent
 from worker.providers.base import Provider
 from worker.step import run_step
+from worker.step.plan import prepare
 from worker.step.spend import REDIS_WAIT_SECONDS
 
 pytestmark = pytest.mark.usefixtures("emulator_reset")
@@ -269,6 +270,42 @@ def test_the_note_comes_at_the_last_step_a_budget_can_reserve_though_its_worst_c
         )
     assert left is not None and (left.reason, left.steps) == ("money", 1)
     assert steady is None  # (0.0232 - 0.0199) / 0.0009: 4 more steps, and the next worst case 0.0199 still fits
+
+
+@pytest.mark.parametrize("output_left", [500, LAST_ANSWER_MIN_TOKENS - 50])
+def test_a_main_job_whose_money_cannot_hold_its_next_request_answers_shorter_with_what_is_left(
+    database: Database, anthropic_provider: Provider, output_left: int
+) -> None:
+    # Seen in bench.budgets where ../shared is absent: subagents spent their family's budget below the main job's
+    # next worst case, and the main job ended with its latest words, which said nothing of what they had found.
+    steps = services(database, anthropic_provider, [])
+    steps.budgets = _budgets(database)
+    job_id = _money_job(database, "0.025", wind_down=True)
+    with database.session() as session:
+        full = prepare(session, session.get_one(Job, job_id), steps)
+    assert full is not None and full.prices is not None and full.max_tokens == 1_000
+    per_token = full.prices.rates_for(0).output / 1_000_000
+    reading = full.worst_usd - full.max_tokens * per_token  # the request's input at its dearest price
+    scope = full.spends[0]
+    assert scope.limit is not None
+    spent = scope.limit - reading - output_left * per_token  # as if its subagents had spent it
+    assert steps.budgets.reserve("subagents", [scope], spent, hold_seconds=60) is None
+    steps.budgets.settle("subagents", [scope], spent)
+    with database.session() as session:
+        short = prepare(session, session.get_one(Job, job_id), steps)
+    assert short is not None
+    outcomes = _run(job_id, steps)
+    with database.session() as session:
+        job = session.get_one(Job, job_id)
+    standing = steps.budgets.standing(scope)
+    assert standing.spent <= scope.limit and standing.held == 0
+    if output_left < LAST_ANSWER_MIN_TOKENS:  # too short an answer to be worth its cost: ended as before
+        assert short.max_tokens == 1_000 and len(outcomes) == 1
+        assert job.status == JobStatus.INCOMPLETE and "cannot hold its next request's worst case" in (job.error or "")
+        return
+    assert short.max_tokens in range(output_left - 2, output_left + 1) and short.worst_usd <= scope.limit - spent
+    assert "write your answer now" in json.dumps(short.request[-1]).lower()  # the wind-down note
+    assert job.status == JobStatus.INCOMPLETE and (job.final_answer or "").startswith("REPORT: "), job.error
 
 
 def test_a_budgets_redis_out_of_reach_neither_fails_a_step_s_plan_nor_a_submission(database: Database) -> None:

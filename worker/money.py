@@ -13,7 +13,7 @@ from redis.exceptions import RedisError
 from sqlalchemy.orm import Session
 
 from models.budgets import Budgets, Scope, Standing, job_scope, tenant_scopes
-from models.costs import worst_case
+from models.costs import MILLION, worst_case
 from models.jobs import FamilyUse, shared_limits
 from models.limits import tenant_limits
 from models.pricing import Prices, Unpriced, prices_of
@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 Reason = Literal["money", "steps", "tokens"]
 NOTE_TOKENS = 200  # the wind-down note's tokens and more: every request's worst case allows for it
+LAST_ANSWER_MIN_TOKENS = 256  # a main job's last answer shortened to fit its money, but never shorter than this
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class Left:
     reason: Reason
     steps: int  # about how many more steps it holds
     told: str  # what is left, in words
+    room_usd: Decimal | None = None  # money: what is left once the requests in flight settle at nothing
 
 
 def nearly_spent(
@@ -108,9 +110,41 @@ def nearly_spent(
                 steps = 1  # after this request the next could not be reserved
             else:
                 steps = 1 + int((left - money.worst_usd) / max(average, Decimal("1e-9")))
-            found.append(Left("money", steps, f"{max(left, Decimal(0)):.2f} of its {scope.limit:.2f} USD"))
+            told = f"{max(left, Decimal(0)):.2f} of its {scope.limit:.2f} USD"
+            found.append(Left("money", steps, told, room_usd=scope.limit - standing.spent))
     nearest = min(found, key=lambda each: each.steps)
     return nearest if nearest.steps <= within else None
+
+
+@dataclass(frozen=True)
+class Shortened:
+    max_tokens: int
+    worst_usd: Decimal
+
+
+def last_answer(
+    job: Job, money: Money, left: Left | None, *, input_tokens: int, max_tokens: int, cache_ttl_seconds: float
+) -> Shortened | None:
+    """A main job's request that its money cannot hold, shortened so that it can: the largest ``max_tokens``
+    whose worst case fits what is left, if that is ``LAST_ANSWER_MIN_TOKENS`` or more. The request carries the
+    wind-down note, so the agent answers from what it has (its subagents' findings included) instead of the job
+    ending with its latest words, which, for a main job that waited on its subagents, say nothing of what they
+    found. None: the request fits as it is, or not even the shortest answer does (the job ends as before)."""
+    if job.parent_id is not None or left is None or left.room_usd is None or money.prices is None:
+        return None
+    if left.room_usd >= money.worst_usd:
+        return None  # only requests in flight stand in the way: the step waits for them (worker/step/spend.py)
+    rate = money.prices.rates_for(input_tokens).output
+    reading = worst_case(
+        money.prices, input_tokens=input_tokens, max_output_tokens=0, cache_ttl_seconds=cache_ttl_seconds
+    )
+    tokens = max_tokens if rate <= 0 else min(max_tokens, int((left.room_usd - reading) * MILLION / rate))
+    if tokens < min(LAST_ANSWER_MIN_TOKENS, max_tokens):
+        return None
+    worst = worst_case(
+        money.prices, input_tokens=input_tokens, max_output_tokens=tokens, cache_ttl_seconds=cache_ttl_seconds
+    )
+    return Shortened(tokens, worst)
 
 
 def with_note(request: list[dict[str, Any]], left: Left) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -23,7 +24,7 @@ from plimsoll.messages import BLOCK_OVERHEAD, MESSAGE_OVERHEAD
 from worker.admission import planned_input
 from worker.compaction import Stored, compose
 from worker.legacy import legacy_plan
-from worker.money import NOTE_TOKENS, money_of, nearly_spent, with_note
+from worker.money import NOTE_TOKENS, last_answer, money_of, nearly_spent, with_note
 from worker.prompts import system_prompt
 from worker.step.results import Planned
 from worker.step.services import Services
@@ -101,6 +102,16 @@ def prepare(session: Session, job: Job, services: Services, *, used: FamilyUse |
         used = used if used is not None else family_use(session, job.parent_id or job.id, besides=job.id)
         left = nearly_spent(job, used, money, services.budgets, expected_input=expected, within=within)
         request = request if left is None else with_note(request, left)
+        shortened = last_answer(
+            job,
+            money,
+            left,
+            input_tokens=expected + NOTE_TOKENS,
+            max_tokens=max_tokens,
+            cache_ttl_seconds=services.settings.cache_ttl_seconds,
+        )
+        if shortened is not None:
+            max_tokens, money = shortened.max_tokens, replace(money, worst_usd=shortened.worst_usd)
     return Planned(
         step=job.step,
         strategy=job.strategy,
