@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -10,7 +11,9 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from models.settings import get_settings
 
@@ -27,7 +30,32 @@ def make_engine(url: str) -> Engine:
         url = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
     # Hidden parameters: a database error's message would otherwise quote them (documents, instructions) into
     # logs and error reports.
-    return create_engine(url, pool_pre_ping=True, hide_parameters=True)
+    engine = create_engine(url, hide_parameters=True)
+    _ping_when_idle(engine)
+    return engine
+
+
+IDLE_PING_SECONDS = 1.0
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """A connection idle in the pool for ``IDLE_PING_SECONDS`` or more is pinged before it is used, and replaced if
+    the database has gone away (restarted, failed over) meanwhile. ``pool_pre_ping`` pings at every checkout: a
+    round trip at each of a step's four transactions, which mostly follow each other within milliseconds."""
+
+    @event.listens_for(engine.pool, "checkin")
+    def returned(_connection: Any, entry: ConnectionPoolEntry) -> None:
+        entry.info["returned"] = time.monotonic()
+
+    @event.listens_for(engine.pool, "checkout")
+    def taken(connection: Any, entry: ConnectionPoolEntry, _proxy: Any) -> None:
+        returned = entry.info.get("returned")
+        if returned is not None and time.monotonic() - returned < IDLE_PING_SECONDS:
+            return
+        try:
+            engine.dialect.do_ping(connection)
+        except Exception as error:  # a connection that cannot run SELECT 1 is of no use
+            raise DisconnectionError() from error  # the pool connects again, up to three times
 
 
 def _sqlite_pragmas(connection: Any, _record: Any) -> None:

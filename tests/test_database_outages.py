@@ -4,16 +4,17 @@ away, and, when it must be dropped, logged with its usage."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
 import redis
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.engine import make_url
 
 from emulator import EmulatorServer
-from models.db import Database
+from models.db import IDLE_PING_SECONDS, Database
 from models.ledger import ChargeKind
 from models.settings import Settings
 from models.tables import Charge, Job
@@ -41,6 +42,22 @@ def test_an_outage_is_reported_once_however_many_deliveries_give_up(client: redi
     outage_over(client)  # the reconciler reached the database again
     assert first_report_of_outage(client)  # the next outage is a new one
     assert first_report_of_outage(None)  # without a shared Redis every delivery reports
+
+
+def test_a_connection_idle_in_the_pool_when_the_database_went_away_is_replaced_before_use(database_url: str) -> None:
+    # A restart or a failover drops every connection, idle ones in the pool included. One idle for a second or more
+    # is pinged at checkout; a step's transactions, which follow each other within milliseconds, are not.
+    url = make_url(database_url)
+    with CuttableProxy((url.host or "127.0.0.1", url.port or 5432)) as proxy:
+        through_proxy = Database(url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False))
+        with through_proxy.session() as session:
+            session.execute(text("SELECT 1"))
+        proxy.cut()
+        proxy.restore()
+        time.sleep(IDLE_PING_SECONDS)
+        with through_proxy.session() as session:
+            assert session.scalar(text("SELECT 1")) == 1
+        through_proxy.dispose()
 
 
 def a_step_cut_off_after_its_reply(
