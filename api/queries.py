@@ -3,12 +3,15 @@ Every function is scoped to a tenant or to a job already checked to be the tenan
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from typing import TypeVar
 
 from sqlalchemy import Select, Text, cast, func, select
 from sqlalchemy.orm import Session
 
 from models.errors import NotFound
+from models.packing import StoredRow, stored_rows
 from models.tables import Document, Job, JobStatus, Message, Notice, Step
 
 Row = TypeVar("Row")
@@ -51,28 +54,37 @@ def locked_job_of(session: Session, *, tenant_id: int, job_id: int) -> Job:
     return job
 
 
-def messages_query(*, job_id: int) -> Select[Message]:
-    return select(Message).where(Message.job_id == job_id).order_by(Message.seq)
-
-
 def messages_page(
     session: Session, *, job_id: int, offset: int, limit: int, max_bytes: int
-) -> tuple[list[Message], int]:
+) -> tuple[list[StoredRow], int]:
     """A page of the job's messages: at most ``limit``, and no more than ``max_bytes`` of content (but at least one
-    message), its sizes read before any body; with the number of messages in all."""
+    message), its sizes read before any body; with the number of messages in all. An ended job's history may be
+    packed (models/packing.py), or packed while the page is read: then the page is read from its pack."""
     content = cast(Message.content, Text)
     size = func.octet_length(content) if session.get_bind().dialect.name == "postgresql" else func.length(content)
-    window = messages_query(job_id=job_id).with_only_columns(Message.seq, size).offset(offset).limit(limit)
+    ordered = select(Message.seq, size).where(Message.job_id == job_id).order_by(Message.seq)
+    seqs = _within(session.execute(ordered.offset(offset).limit(limit)).all(), max_bytes)
+    total = session.scalar(select(func.count()).where(Message.job_id == job_id)) or 0
+    rows = stored_rows(session, [job_id], seqs=seqs) if seqs else []
+    if total and len(rows) == len(seqs):
+        return sorted(rows, key=lambda row: row.seq), total
+    packed = sorted(stored_rows(session, [job_id]), key=lambda row: row.seq)
+    window = packed[offset : offset + limit]
+    sizes = [(row.seq, len(json.dumps(row.content, ensure_ascii=False).encode())) for row in window]
+    chosen = set(_within(sizes, max_bytes))
+    return [row for row in window if row.seq in chosen], len(packed)
+
+
+def _within(sizes: Iterable[tuple[int, int | None]], max_bytes: int) -> list[int]:
+    """The first seqs whose sizes add up to ``max_bytes`` or less (at least one)."""
     seqs: list[int] = []
     used = 0
-    for seq, length in session.execute(window):
+    for seq, length in sizes:
         if seqs and used + (length or 0) > max_bytes:
             break
         seqs.append(seq)
         used += length or 0
-    total = session.scalar(select(func.count()).where(Message.job_id == job_id)) or 0
-    rows = list(session.scalars(messages_query(job_id=job_id).where(Message.seq.in_(seqs)))) if seqs else []
-    return rows, total
+    return seqs
 
 
 def steps_query(*, job_id: int) -> Select[Step]:

@@ -154,7 +154,9 @@ SELECT m.id,
        m.history_purged_at IS NOT NULL,
        (SELECT count(*) FROM jobs c WHERE c.parent_id = m.id
           AND (c.history_purged_at IS NOT NULL) <> (m.history_purged_at IS NOT NULL)),
-       (SELECT count(*) FROM messages x JOIN jobs f ON f.id = x.job_id WHERE f.id = m.id OR f.parent_id = m.id),
+       (SELECT count(*) FROM messages x JOIN jobs f ON f.id = x.job_id WHERE f.id = m.id OR f.parent_id = m.id)
+       + (SELECT coalesce(sum(x.count), 0) FROM packed_histories x JOIN jobs f ON f.id = x.job_id
+          WHERE f.id = m.id OR f.parent_id = m.id),
        (SELECT count(*) FROM steps x JOIN jobs f ON f.id = x.job_id WHERE f.id = m.id OR f.parent_id = m.id),
        (SELECT count(*) FROM summaries x JOIN jobs f ON f.id = x.job_id WHERE f.id = m.id OR f.parent_id = m.id),
        (SELECT count(*) FROM jobs c WHERE c.parent_id = m.id)

@@ -18,7 +18,8 @@ app = typer.Typer()
 @app.command()
 def retention(
     sweep: Annotated[
-        bool, typer.Option("--sweep", help="Purge every history due now, then show what is left.")
+        bool,
+        typer.Option("--sweep", help="Purge every history due now and pack the ended ones, then show what is left."),
     ] = False,
     as_json: Json = False,
     database_url: DatabaseUrl = None,
@@ -27,19 +28,23 @@ def retention(
     histories it keeps (main jobs, their messages and bytes, subagents' included; held ones) and what the next
     sweep purges. Celery beat sweeps every PLIMSOLL_RETENTION_SWEEP_EVERY_SECONDS."""
     from models import retention as policy
+    from models.packing import pack_ended
     from models.settings import get_settings
 
     out, err = consoles()
     settings = get_settings()
     with database_on(database_url, "plimsoll retention") as database:
         swept = policy.sweep(database, settings, seconds=math.inf) if sweep else None
+        packed = pack_ended(database, settings, seconds=math.inf) if sweep and settings.pack_histories else 0
         with database.session() as session:
             rows = policy.retention_report(session, settings)
     if as_json:
-        print_json({"tenants": [asdict(row) for row in rows]} | ({"swept": asdict(swept)} if swept else {}))
+        swept_json = {"swept": asdict(swept), "packed": packed} if swept else {}
+        print_json({"tenants": [asdict(row) for row in rows]} | swept_json)
         return
     if swept is not None:
-        plain(err, f"Swept: {swept.purged.jobs:,} jobs' histories purged ({swept.purged.messages:,} messages).")
+        purged = f"{swept.purged.jobs:,} jobs' histories purged ({swept.purged.messages:,} messages)"
+        plain(err, f"Swept: {purged}; {packed:,} messages of ended jobs packed.")
     grid = table("tenant", "keeps", "set in", "jobs kept", "held", "purged", "messages", "bytes", "next sweep")
     for row in rows:
         keeps = "for ever" if row.days == 0 else f"{row.days:,} days"

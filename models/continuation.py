@@ -15,6 +15,7 @@ from models.errors import Conflict, InvalidInput
 from models.history import documents_read
 from models.jobs import children_of, create_job, job_of, opening_message
 from models.options import JobOptions
+from models.packing import stored_rows
 from models.settings import get_settings
 from models.tables import Job, JobKind, Message
 from plimsoll.handover import handover
@@ -100,6 +101,8 @@ def deleted_documents(session: Session, job: Job) -> list[str]:
     """The names of the job's documents that were deleted since it was created (a deleted document leaves its
     jobs), as its opening message listed them; a message that lists them in no way ours does tells none."""
     opening = session.scalar(select(Message.content).where(Message.job_id == job.id, Message.seq == 0))
+    if opening is None:  # its history is packed (models/packing.py)
+        opening = next((row.content for row in stored_rows(session, [job.id], seqs=[0])), None)
     text = opening if isinstance(opening, str) else ""
     listing = text[len(job.instruction.strip()) :].removeprefix("\n\n")
     found = re.fullmatch(r"Documents \((\d+)\): `(.*)`", listing, re.DOTALL)
@@ -119,10 +122,8 @@ def continuation_of(session: Session, job_id: int) -> Job | None:
 def produced_by(session: Session, job: Job, children: list[Job]) -> list[str]:
     """What the job wrote, oldest first: the text of its replies (its notes and its answer so far) and its
     subagents' reports."""
-    replies = session.scalars(
-        select(Message.content).where(Message.job_id == job.id, Message.role == "assistant").order_by(Message.seq)
-    )
-    texts = [_text(content) for content in replies]
+    replies = sorted(stored_rows(session, [job.id], role="assistant"), key=lambda row: row.seq)
+    texts = [_text(row.content) for row in replies]
     reports = [f"Report of subagent {c.id}:\n{c.final_answer}" for c in children if c.final_answer]
     return [t for t in [*texts, *reports] if t]
 

@@ -12,6 +12,7 @@ from sqlalchemy import Row, Select, func, select
 from sqlalchemy.orm import Session
 
 from models.counting import counting_profile
+from models.packing import stored_rows
 from models.pages import expanded, stored_content
 from models.reads import fold_reads, read_document_calls
 from models.settings import get_settings
@@ -80,10 +81,10 @@ class StoredMessage:
 
 
 def all_messages(session: Session, job_id: int) -> list[StoredMessage]:
-    """Every message of the job, in order, as it was sent."""
-    query = _with_tenant(Message.seq, Message.role, Message.content, Message.token_estimate)
-    rows = list(session.execute(query.where(Message.job_id == job_id).order_by(Message.seq)))
-    contents = _as_sent(session, rows)
+    """Every message of the job, in order, as it was sent (whether its history is in rows or packed)."""
+    rows = sorted(stored_rows(session, [job_id]), key=lambda row: row.seq)
+    tenant_id = session.scalar(select(Job.tenant_id).where(Job.id == job_id))
+    contents = expanded(session, tenant_id, [row.content for row in rows]) if rows and tenant_id else []
     return [
         StoredMessage(row.seq, row.role, content, row.token_estimate)
         for row, content in zip(rows, contents, strict=True)
@@ -124,8 +125,5 @@ def read_calls(session: Session, *, job_ids: Iterable[int]) -> list[tuple[str, i
 def read_calls_by_job(session: Session, *, job_ids: Iterable[int]) -> list[tuple[int, tuple[str, int]]]:
     """Each ``read_document`` call of these jobs, in the order asked, with the job that made it. Only assistant
     messages are loaded: they are small, the documents' texts sit in the user messages."""
-    query = select(Message.job_id, Message.content).where(
-        Message.job_id.in_(list(job_ids)), Message.role == "assistant"
-    )
-    rows = session.execute(query.order_by(Message.id))
-    return [(job_id, call) for job_id, content in rows for call in read_document_calls(content)]
+    rows = stored_rows(session, job_ids, role="assistant")
+    return [(row.job_id, call) for row in rows for call in read_document_calls(row.content)]

@@ -26,7 +26,8 @@ from sqlalchemy import TextClause, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from models.tables import Body, Document, JobDocument, Message
+from models.packing import stored_rows
+from models.tables import Body, Document, JobDocument
 
 SELECTS_PER_QUERY = 200  # ranges read in one UNION ALL
 
@@ -152,8 +153,8 @@ def keep_pages_of(session: Session, document: Document) -> int:
     """Copy every range of ``document`` that stored messages refer to into the tenant's bodies (each text once),
     before the document is deleted in the same transaction; how many ranges were referred to. Only the jobs that
     may read the document (``job_documents``) can refer to it."""
-    readers = select(JobDocument.job_id).where(JobDocument.document_id == document.id)
-    contents = session.scalars(select(Message.content).where(Message.job_id.in_(readers), Message.role == "user"))
+    readers = session.scalars(select(JobDocument.job_id).where(JobDocument.document_id == document.id))
+    contents = (row.content for row in stored_rows(session, readers, role="user"))
     pages = {page for content in contents for page in references_in(content) if page.document_id == document.id}
     texts = {page.sha256: document.content[page.start : page.end] for page in pages}
     if any(text_hash(text) != sha for sha, text in texts.items()):

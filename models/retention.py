@@ -26,7 +26,7 @@ from models.history import distinct_read, read_calls_by_job
 from models.limits import Limit, limits_of
 from models.settings import Settings
 from models.statuses import UNFINISHED
-from models.tables import Job, JobKind, Message, Step, Summary, Tenant, now
+from models.tables import Job, JobKind, Message, PackedHistory, Step, Summary, Tenant, now
 
 CANDIDATES = 25  # due main jobs looked at per batch, oldest ended first: a batch takes at most these
 
@@ -136,10 +136,12 @@ def purge(session: Session, main_ids: Sequence[int], *, at: datetime | None = No
         job.purged_documents_read = distinct_read((call for who, call in calls if who in kin), names)
         job.history_purged_at = at
     messages = session.execute(delete(Message).where(Message.job_id.in_(family)))
+    packs = delete(PackedHistory).where(PackedHistory.job_id.in_(family)).returning(PackedHistory.count)
+    packed = sum(count for (count,) in session.execute(packs))
     session.execute(delete(Step).where(Step.job_id.in_(family)))
     session.execute(delete(Summary).where(Summary.job_id.in_(family)))
     session.flush()
-    return Purged(len(mains), int(messages.rowcount))  # type: ignore[attr-defined]
+    return Purged(len(mains), int(messages.rowcount) + packed)  # type: ignore[attr-defined]
 
 
 def next_batch(session: Session, policies: Sequence[Policy], *, at: datetime, messages: int) -> list[int]:
@@ -157,8 +159,9 @@ def next_batch(session: Session, policies: Sequence[Policy], *, at: datetime, me
     mains = select(Job.id, func.coalesce(Job.parent_id, Job.id)).where(in_families(candidates))
     family = {job_id: main for job_id, main in session.execute(mains)}
     counted = select(Message.job_id, func.count()).where(Message.job_id.in_(list(family))).group_by(Message.job_id)
+    packed = select(PackedHistory.job_id, PackedHistory.count).where(PackedHistory.job_id.in_(list(family)))
     counts: dict[int, int] = {}
-    for job_id, count in session.execute(counted):
+    for job_id, count in [*session.execute(counted), *session.execute(packed)]:
         counts[family[job_id]] = counts.get(family[job_id], 0) + count
     batch: list[int] = []
     total = 0
@@ -259,4 +262,12 @@ def _messages(session: Session, jobs: ColumnElement[bool]) -> tuple[int, int]:
         .join(Job, Job.id == Message.job_id)
         .where(jobs)
     ).one()
-    return int(count), int(size)
+    packed, packed_size = session.execute(
+        select(
+            func.coalesce(func.sum(PackedHistory.count), 0),
+            func.coalesce(func.sum(stored(PackedHistory.messages)), 0),
+        )
+        .join(Job, Job.id == PackedHistory.job_id)
+        .where(jobs)
+    ).one()
+    return int(count) + int(packed), int(size) + int(packed_size)

@@ -166,6 +166,9 @@ class Settings(BaseSettings):
     retention_batch_messages: int = Field(default=500, ge=1)
     retention_pause_ratio: float = Field(default=9.0, ge=0.0)
     retention_pause_seconds: float = Field(default=0.05, ge=0.0)
+    # The same sweep, in what is left of its interval and at the same pace, packs the messages of families that
+    # have ended into one compressed row per job (models/packing.py); false keeps them as rows.
+    pack_histories: bool = True
     default_locale: str = "en"
     # Webhooks (worker/webhooks.py): addresses on private, loopback and link-local networks (or names that resolve
     # to them, checked again at every send) are refused unless the operator allows them.

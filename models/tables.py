@@ -252,6 +252,19 @@ class Message(Base):
     __table_args__ = (UniqueConstraint("job_id", "seq", name="uq_messages_job_seq"),)
 
 
+class PackedHistory(Base):
+    """The messages of an ended job, packed into one row once its family had ended (models/packing.py): every
+    column of each message, in the order they were stored, as zlib-compressed JSON. A job's messages are either
+    rows of ``messages`` or one row here, never both."""
+
+    __tablename__ = "packed_histories"
+
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    messages: Mapped[bytes] = mapped_column(LargeBinary)
+    count: Mapped[int] = mapped_column(Integer)
+    packed_at: Mapped[datetime] = mapped_column(default=now)
+
+
 class Step(Base):
     """What one step sent and got back, compactly: why the request looked the way it did."""
 

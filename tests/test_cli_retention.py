@@ -23,9 +23,10 @@ from typer.testing import CliRunner, Result
 from cli.main import app as cli
 from demo.chapters import chapters
 from models.db import Database
+from models.packing import stored_rows
 from models.retention import due_query, pause_after, policies, retention_report
 from models.settings import Settings, get_settings
-from models.tables import Job, Message, Notice, Step, Summary, now
+from models.tables import Job, Notice, PackedHistory, Step, Summary, now
 from testbed.stack import api_server, fresh_database
 from tests.support import wait_until
 from tests.support_cli import set_job
@@ -68,13 +69,22 @@ def ended_days_ago(database: Database, job_id: int, days: float) -> None:
 
 
 def history(database: Database, job_id: int) -> dict[str, int]:
-    """How many messages, steps and summaries the job and its subagents have stored."""
+    """How many messages (in rows or packed), steps and summaries the job and its subagents have stored."""
     with database.session() as session:
         family = select(Job.id).where((Job.id == job_id) | (Job.parent_id == job_id))
         return {
-            table.__tablename__: session.scalar(select(func.count()).where(table.job_id.in_(family))) or 0
-            for table in (Message, Step, Summary)
+            "messages": len(stored_rows(session, session.scalars(family))),
+            **{
+                table.__tablename__: session.scalar(select(func.count()).where(table.job_id.in_(family))) or 0
+                for table in (Step, Summary)
+            },
         }
+
+
+def packed(database: Database, job_ids: list[int]) -> list[int]:
+    """Those of ``job_ids`` whose messages are packed (models/packing.py)."""
+    with database.session() as session:
+        return sorted(session.scalars(select(PackedHistory.job_id).where(PackedHistory.job_id.in_(job_ids))))
 
 
 def tenant_row(database_url: str, name: str, *options: str) -> dict[str, Any]:
@@ -151,6 +161,8 @@ def test_a_tenants_policy_purges_old_histories_and_keeps_the_rest(
     assert hold_purged.status_code == 410
     assert hold_subagent.status_code == 409 and f"hold job {old}" in hold_subagent.json()["detail"]
     assert [n["text"] for n in notices["items"] if n["job_id"] == old] == ["A notice to keep."]
+    assert history(database, held) == kept[held] and history(database, recent) == kept[recent]
+    wait_until(lambda: packed(database, [held, recent]) == sorted([held, recent]), 60, "the sweep packs them")
     assert history(database, held) == kept[held] and history(database, recent) == kept[recent]
     assert httpx.get(f"{url}/v1/jobs/{held}", headers=headers).json()["held"] is True
 

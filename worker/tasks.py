@@ -14,6 +14,7 @@ from celery.signals import worker_init, worker_process_init
 from celery.utils.saferepr import saferepr
 from sqlalchemy import select
 
+from models.packing import pack_ended
 from models.retention import sweep
 from models.settings import get_settings
 from models.tables import Job, JobStatus, Tenant
@@ -220,7 +221,13 @@ def retention_task() -> int:
     """One retention sweep (models/retention.py), sent by Celery beat every PLIMSOLL_RETENTION_SWEEP_EVERY_SECONDS
     and lasting at most that long; the next one goes on where it stopped. How many jobs' histories it purged."""
     services = _services()
+    began = time.monotonic()
     done = sweep(services.database, services.settings)
     if done.purged.jobs:
         logger.info("retention: %d jobs' histories purged (%d messages)", done.purged.jobs, done.purged.messages)
+    if services.settings.pack_histories:
+        left = services.settings.retention_sweep_every_seconds - (time.monotonic() - began)
+        packed = pack_ended(services.database, services.settings, seconds=left)
+        if packed:
+            logger.info("retention: %d messages of ended jobs packed", packed)
     return done.purged.jobs
