@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, exists, select
+from sqlalchemy import delete, exists, select, update
 from sqlalchemy.orm import Session, aliased
 
 from models.db import Database
@@ -102,16 +102,16 @@ def unpacked(job_id: int, data: bytes) -> list[StoredRow]:
 
 def packable_families(session: Session, *, ended_before: datetime, limit: int) -> list[int]:
     """Main jobs ended before ``ended_before``, their subagents too, whose messages are still rows, oldest ended
-    first."""
+    first (the index ``ix_jobs_packable`` holds only such main jobs)."""
     subagent = aliased(Job)
     query = (
         select(Job.id)
         .where(
             Job.parent_id.is_(None),
-            Job.status.not_in(UNFINISHED),
-            Job.finished_at < ended_before,
+            Job.history_packed_at.is_(None),
             Job.history_purged_at.is_(None),
-            exists().where(Message.job_id == Job.id),
+            Job.finished_at < ended_before,
+            Job.status.not_in(UNFINISHED),
             ~exists().where(subagent.parent_id == Job.id, subagent.status.in_(UNFINISHED)),
         )
         .order_by(Job.finished_at, Job.id)
@@ -120,35 +120,42 @@ def packable_families(session: Session, *, ended_before: datetime, limit: int) -
     return list(session.scalars(query))
 
 
-def pack_families(session: Session, main_ids: Sequence[int]) -> int:
-    """Pack the messages of these main jobs and their subagents, in the caller's transaction; how many messages.
-    A family with a job not ended, or whose main job another transaction has locked (a purge, a hold), is left
-    for the next sweep."""
+@dataclass(frozen=True)
+class Packed:
+    families: int = 0
+    messages: int = 0
+
+
+def pack_families(session: Session, main_ids: Sequence[int]) -> Packed:
+    """Pack the messages of these main jobs and their subagents, in the caller's transaction. A family with a job
+    not ended, or whose main job another transaction has locked (a purge, a hold), is left for the next sweep."""
     query = (
         select(Job.id)
         .where(
             Job.id.in_(list(main_ids)),
             Job.parent_id.is_(None),
-            Job.status.not_in(UNFINISHED),
+            Job.history_packed_at.is_(None),
             Job.history_purged_at.is_(None),
+            Job.status.not_in(UNFINISHED),
         )
         .with_for_update(key_share=True, skip_locked=True)
     )
     mains = list(session.scalars(query))
     running = select(Job.parent_id).where(Job.parent_id.in_(mains), Job.status.in_(UNFINISHED))
     mains = sorted(set(mains) - set(session.scalars(running)))
+    if not mains:
+        return Packed()
     family = [*mains, *session.scalars(select(Job.id).where(Job.parent_id.in_(mains)))]
     by_job: dict[int, list[StoredRow]] = {}
     for row in session.execute(select(*COLUMNS).where(Message.job_id.in_(family)).order_by(Message.id)):
         by_job.setdefault(row.job_id, []).append(StoredRow(*row))
-    if not by_job:
-        return 0
     session.add_all(
         PackedHistory(job_id=job_id, messages=packed(rows), count=len(rows)) for job_id, rows in by_job.items()
     )
     session.execute(delete(Message).where(Message.job_id.in_(list(by_job))))
+    session.execute(update(Job).where(Job.id.in_(family)).values(history_packed_at=now()))
     session.flush()
-    return sum(len(rows) for rows in by_job.values())
+    return Packed(len(mains), sum(len(rows) for rows in by_job.values()))
 
 
 def pack_ended(database: Database, settings: Settings, *, seconds: float) -> int:
@@ -160,10 +167,10 @@ def pack_ended(database: Database, settings: Settings, *, seconds: float) -> int
         started = time.monotonic()
         with database.session() as session:
             batch = packable_families(session, ended_before=now(), limit=FAMILIES_PER_BATCH)
-            packed_now = pack_families(session, batch) if batch else 0
-        if not packed_now:  # none left, or only families another transaction holds: the next sweep
+            done = pack_families(session, batch) if batch else Packed()
+        if not done.families:  # none left, or only families another transaction holds: the next sweep
             break
-        total += packed_now
+        total += done.messages
         took = time.monotonic() - started
         time.sleep(max(settings.retention_pause_seconds, settings.retention_pause_ratio * took))
     return total

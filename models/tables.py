@@ -24,6 +24,7 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
     select,
+    text,
     true,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -132,6 +133,9 @@ class Body(Base):
     created_at: Mapped[datetime] = mapped_column(default=now)
 
 
+PACKABLE = text("parent_id IS NULL AND history_packed_at IS NULL AND history_purged_at IS NULL")
+
+
 class Job(Base):
     __tablename__ = "jobs"
 
@@ -203,6 +207,8 @@ class Job(Base):
     # keeps its row, answer, notices and usage, and the names of the documents its history showed it read.
     held: Mapped[bool] = mapped_column(default=False, server_default=false())
     history_purged_at: Mapped[datetime | None] = mapped_column(default=None)
+    # When the retention sweep packed its family's messages into a row per job (models/packing.py).
+    history_packed_at: Mapped[datetime | None] = mapped_column(default=None)
     purged_documents_read: Mapped[list[Any] | None] = mapped_column(default=None)
 
     # Loaded when read (a new subagent, a continuation, the API's view), not with every read of the row: a step
@@ -211,7 +217,11 @@ class Job(Base):
         order_by="JobDocument.position", cascade="all, delete-orphan", lazy="select"
     )
 
-    __table_args__ = (Index("ix_jobs_unfinished_lease", "status", "lease_until"),)
+    __table_args__ = (
+        Index("ix_jobs_unfinished_lease", "status", "lease_until"),
+        # The main jobs whose messages the sweep may pack, oldest ended first (models/packing.py).
+        Index("ix_jobs_packable", "finished_at", postgresql_where=PACKABLE, sqlite_where=PACKABLE),
+    )
 
     @property
     def total_input_tokens(self) -> int:

@@ -79,7 +79,7 @@ def test_a_packed_history_reads_as_its_rows_did(database: Database, emulator: Em
     with database.session() as session:
         count = session.scalar(select(func.count()).where(Message.job_id == ran.job_id))
         assert ran.job_id in packable_families(session, ended_before=now(), limit=10_000)
-        assert pack_families(session, [ran.job_id]) == count
+        assert pack_families(session, [ran.job_id]).messages == count
     with database.session() as session:
         assert session.scalar(select(func.count()).where(Message.job_id == ran.job_id)) == 0
         pack = session.get_one(PackedHistory, ran.job_id)
@@ -166,11 +166,11 @@ def test_a_family_is_packed_only_once_every_job_of_it_has_ended_and_a_purge_take
     _end(database, main)  # its subagent still at work
     with database.session() as session:
         assert main not in packable_families(session, ended_before=now(), limit=10_000)
-        assert pack_families(session, [main]) == 0
+        assert pack_families(session, [main]).families == 0
     assert _where(database, [main, child]) == {main: (7, 0), child: (7, 0)}
     _end(database, child)
     with database.session() as session:
-        assert pack_families(session, [main]) == 14
+        assert pack_families(session, [main]).messages == 14
     assert _where(database, [main, child]) == {main: (0, 1), child: (0, 1)}
     assert _digest(database, [main, child]) == before
     with database.session() as session:

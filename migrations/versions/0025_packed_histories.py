@@ -1,4 +1,5 @@
-"""packed histories: an ended family's messages kept as one compressed row per job (models/packing.py)
+"""packed histories: an ended family's messages kept as one compressed row per job (models/packing.py), and when
+each job's were packed
 
 Revision ID: 0025
 Revises: 0024
@@ -21,6 +22,7 @@ depends_on: str | Sequence[str] | None = None
 ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 WHEN = sa.DateTime(timezone=True)
+PACKABLE = "parent_id IS NULL AND history_packed_at IS NULL AND history_purged_at IS NULL"
 FIELDS = ("id", "seq", "step", "role", "content", "token_estimate", "outline", "created_at")  # a packed message
 
 
@@ -31,6 +33,10 @@ def upgrade() -> None:
         sa.Column("messages", sa.LargeBinary(), nullable=False),
         sa.Column("count", sa.Integer(), nullable=False),
         sa.Column("packed_at", WHEN, nullable=False),
+    )
+    op.add_column("jobs", sa.Column("history_packed_at", WHEN, nullable=True))
+    op.create_index(
+        "ix_jobs_packable", "jobs", ["finished_at"], postgresql_where=sa.text(PACKABLE), sqlite_where=sa.text(PACKABLE)
     )
 
 
@@ -52,3 +58,6 @@ def downgrade() -> None:
             row["job_id"], row["created_at"] = job_id, datetime.fromisoformat(row["created_at"])
         bind.execute(messages.insert(), rows)
     op.drop_table("packed_histories")
+    op.drop_index("ix_jobs_packable", table_name="jobs")
+    with op.batch_alter_table("jobs") as jobs:  # SQLite drops a column by copying the table
+        jobs.drop_column("history_packed_at")
