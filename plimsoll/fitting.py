@@ -286,10 +286,14 @@ class _Rebuilt(Sequence[Message]):
     @overload
     def __getitem__(self, index: slice) -> list[Message]: ...
     def __getitem__(self, index: int | slice) -> Message | list[Message]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        found = self._bodies.get(index)
-        return found if found is not None else _cleared_from_outline(self._outlines[index])
+        bodies, outlines = self._bodies, self._outlines
+        if isinstance(index, slice):  # a request's kept messages, thousands of them: one loop, no call per message
+            return [
+                bodies[i] if i in bodies else _cleared_from_outline(outlines[i])
+                for i in range(*index.indices(len(outlines)))
+            ]
+        found = bodies.get(index)
+        return found if found is not None else _cleared_from_outline(outlines[index])
 
 
 def _cleared_from_outline(message: Outline) -> dict[str, Any]:
