@@ -125,5 +125,12 @@ def read_calls(session: Session, *, job_ids: Iterable[int]) -> list[tuple[str, i
 def read_calls_by_job(session: Session, *, job_ids: Iterable[int]) -> list[tuple[int, tuple[str, int]]]:
     """Each ``read_document`` call of these jobs, in the order asked, with the job that made it. Only assistant
     messages are loaded: they are small, the documents' texts sit in the user messages."""
-    rows = stored_rows(session, job_ids, role="assistant")
-    return [(row.job_id, call) for row in rows for call in read_document_calls(row.content)]
+    ids = list(job_ids)
+    query = select(Message.id, Message.job_id, Message.content).where(
+        Message.job_id.in_(ids), Message.role == "assistant"
+    )
+    rows = [(row.id, row.job_id, row.content) for row in session.execute(query)]
+    in_rows = {job_id for _, job_id, _ in rows}
+    if packed := [job_id for job_id in ids if job_id not in in_rows]:
+        rows += [(row.id, row.job_id, row.content) for row in stored_rows(session, packed, role="assistant")]
+    return [(job_id, call) for _, job_id, content in sorted(rows) for call in read_document_calls(content)]

@@ -26,7 +26,10 @@ from models.settings import Settings
 from models.statuses import UNFINISHED
 from models.tables import Job, Message, PackedHistory, now
 
-FAMILIES_PER_BATCH = 10  # ended main jobs packed, with their subagents, per transaction
+FAMILIES_PER_BATCH = 5  # ended main jobs packed, with their subagents, per transaction
+# Packing is never urgent: it rests this many times as long as the retention sweep's purge would after each batch,
+# so that it takes at most half the purge's share of the database (and of the machine's cores).
+GENTLER = 2.0
 
 
 @dataclass(frozen=True)
@@ -159,8 +162,8 @@ def pack_families(session: Session, main_ids: Sequence[int]) -> Packed:
 
 
 def pack_ended(database: Database, settings: Settings, *, seconds: float) -> int:
-    """Pack every family ended so far, a batch per transaction, resting after each as the retention sweep does,
-    for at most ``seconds``; how many messages were packed."""
+    """Pack every family ended so far, a batch per transaction, resting after each ``GENTLER`` times as long as
+    the retention sweep does, for at most ``seconds``; how many messages were packed."""
     stop = time.monotonic() + seconds
     total = 0
     while time.monotonic() < stop:
@@ -172,5 +175,5 @@ def pack_ended(database: Database, settings: Settings, *, seconds: float) -> int
             break
         total += done.messages
         took = time.monotonic() - started
-        time.sleep(max(settings.retention_pause_seconds, settings.retention_pause_ratio * took))
+        time.sleep(GENTLER * max(settings.retention_pause_seconds, settings.retention_pause_ratio * took))
     return total
