@@ -40,7 +40,7 @@ from models.documents import add_document, delete_document
 from models.history import all_messages
 from models.jobs import create_job
 from models.options import JobOptions
-from models.packing import pack_ended
+from models.retention import pack_ended
 from models.settings import Settings
 from models.tables import Job, JobStatus
 from models.tenants import create_tenant

@@ -28,14 +28,13 @@ def retention(
     histories it keeps (main jobs, their messages and bytes, subagents' included; held ones) and what the next
     sweep purges. Celery beat sweeps every PLIMSOLL_RETENTION_SWEEP_EVERY_SECONDS."""
     from models import retention as policy
-    from models.packing import pack_ended
     from models.settings import get_settings
 
     out, err = consoles()
     settings = get_settings()
     with database_on(database_url, "plimsoll retention") as database:
         swept = policy.sweep(database, settings, seconds=math.inf) if sweep else None
-        packed = pack_ended(database, settings, seconds=math.inf) if sweep and settings.pack_histories else 0
+        packed = policy.pack_ended(database, settings, seconds=math.inf) if sweep and settings.pack_histories else 0
         with database.session() as session:
             rows = policy.retention_report(session, settings)
     if as_json:

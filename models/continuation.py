@@ -17,7 +17,7 @@ from models.jobs import children_of, create_job, job_of, opening_message
 from models.options import JobOptions
 from models.packing import stored_rows
 from models.settings import get_settings
-from models.tables import Job, JobKind, Message
+from models.tables import Job, JobKind
 from plimsoll.handover import handover
 
 HANDOVER_SHARE = 4  # the hand-over takes at most a quarter of the new job's budget
@@ -100,9 +100,7 @@ def continue_job(
 def deleted_documents(session: Session, job: Job) -> list[str]:
     """The names of the job's documents that were deleted since it was created (a deleted document leaves its
     jobs), as its opening message listed them; a message that lists them in no way ours does tells none."""
-    opening = session.scalar(select(Message.content).where(Message.job_id == job.id, Message.seq == 0))
-    if opening is None:  # its history is packed (models/packing.py)
-        opening = next((row.content for row in stored_rows(session, [job.id], seqs=[0])), None)
+    opening = next((row.content for row in stored_rows(session, [job.id], seqs=[0])), None)
     text = opening if isinstance(opening, str) else ""
     listing = text[len(job.instruction.strip()) :].removeprefix("\n\n")
     found = re.fullmatch(r"Documents \((\d+)\): `(.*)`", listing, re.DOTALL)

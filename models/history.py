@@ -12,7 +12,7 @@ from sqlalchemy import Row, Select, func, select
 from sqlalchemy.orm import Session
 
 from models.counting import counting_profile
-from models.packing import stored_rows
+from models.packing import from_packs, stored_rows
 from models.pages import expanded, stored_content
 from models.reads import fold_reads, read_document_calls
 from models.settings import get_settings
@@ -131,6 +131,6 @@ def read_calls_by_job(session: Session, *, job_ids: Iterable[int]) -> list[tuple
     )
     rows = [(row.id, row.job_id, row.content) for row in session.execute(query)]
     in_rows = {job_id for _, job_id, _ in rows}
-    if packed := [job_id for job_id in ids if job_id not in in_rows]:
-        rows += [(row.id, row.job_id, row.content) for row in stored_rows(session, packed, role="assistant")]
+    packed = from_packs(session, [job_id for job_id in ids if job_id not in in_rows], role="assistant")
+    rows += [(row.id, row.job_id, row.content) for row in packed]
     return [(job_id, call) for _, job_id, content in sorted(rows) for call in read_document_calls(content)]

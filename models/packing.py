@@ -11,7 +11,6 @@ so a sweep killed at any moment leaves every job's messages whole, either in row
 from __future__ import annotations
 
 import json
-import time
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -21,15 +20,10 @@ from typing import Any
 from sqlalchemy import delete, exists, select, update
 from sqlalchemy.orm import Session, aliased
 
-from models.db import Database
-from models.settings import Settings
 from models.statuses import UNFINISHED
 from models.tables import Job, Message, PackedHistory, now
 
 FAMILIES_PER_BATCH = 5  # ended main jobs packed, with their subagents, per transaction
-# Packing is never urgent: it rests this many times as long as the retention sweep's purge would after each batch,
-# so that it takes at most half the purge's share of the database (and of the machine's cores).
-GENTLER = 2.0
 
 
 @dataclass(frozen=True)
@@ -74,16 +68,24 @@ def stored_rows(
         query = query.where(Message.seq.in_(list(seqs)))
     rows = [StoredRow(*row) for row in session.execute(query)]
     in_rows = {row.job_id for row in rows}
-    wanted = None if seqs is None else set(seqs)
-    packs = select(PackedHistory.job_id, PackedHistory.messages).where(PackedHistory.job_id.in_(ids))
-    for job_id, data in session.execute(packs):
-        if job_id not in in_rows:
-            rows += [
-                row
-                for row in unpacked(job_id, data)
-                if (role is None or row.role == role) and (wanted is None or row.seq in wanted)
-            ]
+    rows += from_packs(session, [job_id for job_id in ids if job_id not in in_rows], role=role, seqs=seqs)
     return sorted(rows, key=lambda row: row.id)
+
+
+def from_packs(
+    session: Session, job_ids: Sequence[int], *, role: str | None = None, seqs: Sequence[int] | None = None
+) -> list[StoredRow]:
+    """The messages (of ``role``, at ``seqs``, if given) of those of these jobs whose histories are packed."""
+    if not job_ids:
+        return []
+    wanted = None if seqs is None else set(seqs)
+    packs = select(PackedHistory.job_id, PackedHistory.messages).where(PackedHistory.job_id.in_(list(job_ids)))
+    return [
+        row
+        for job_id, data in session.execute(packs)
+        for row in unpacked(job_id, data)
+        if (role is None or row.role == role) and (wanted is None or row.seq in wanted)
+    ]
 
 
 def packed(rows: Sequence[StoredRow]) -> bytes:
@@ -159,21 +161,3 @@ def pack_families(session: Session, main_ids: Sequence[int]) -> Packed:
     session.execute(update(Job).where(Job.id.in_(family)).values(history_packed_at=now()))
     session.flush()
     return Packed(len(mains), sum(len(rows) for rows in by_job.values()))
-
-
-def pack_ended(database: Database, settings: Settings, *, seconds: float) -> int:
-    """Pack every family ended so far, a batch per transaction, resting after each ``GENTLER`` times as long as
-    the retention sweep does, for at most ``seconds``; how many messages were packed."""
-    stop = time.monotonic() + seconds
-    total = 0
-    while time.monotonic() < stop:
-        started = time.monotonic()
-        with database.session() as session:
-            batch = packable_families(session, ended_before=now(), limit=FAMILIES_PER_BATCH)
-            done = pack_families(session, batch) if batch else Packed()
-        if not done.families:  # none left, or only families another transaction holds: the next sweep
-            break
-        total += done.messages
-        took = time.monotonic() - started
-        time.sleep(GENTLER * max(settings.retention_pause_seconds, settings.retention_pause_ratio * took))
-    return total

@@ -24,6 +24,7 @@ from models.db import Database
 from models.errors import Conflict, HistoryPurged
 from models.history import distinct_read, read_calls_by_job
 from models.limits import Limit, limits_of
+from models.packing import FAMILIES_PER_BATCH, Packed, pack_families, packable_families
 from models.settings import Settings
 from models.statuses import UNFINISHED
 from models.tables import Job, JobKind, Message, PackedHistory, Step, Summary, Tenant, now
@@ -209,6 +210,24 @@ def sweep(
             after_batch(done)
         time.sleep(pause_after(time.monotonic() - started, settings))
     return done
+
+
+def pack_ended(database: Database, settings: Settings, *, seconds: float) -> int:
+    """Pack every family ended so far (models/packing.py), a batch per transaction, for at most ``seconds``; how
+    many messages were packed. Packing is never urgent: after each batch it rests twice as long as a purge would,
+    so that it takes at most half the purge's share of the database and of the machine's cores."""
+    stop = time.monotonic() + seconds
+    total = 0
+    while time.monotonic() < stop:
+        started = time.monotonic()
+        with database.session() as session:
+            batch = packable_families(session, ended_before=now(), limit=FAMILIES_PER_BATCH)
+            done = pack_families(session, batch) if batch else Packed()
+        if not done.families:  # none left, or only families another transaction holds: the next sweep
+            break
+        total += done.messages
+        time.sleep(2 * pause_after(time.monotonic() - started, settings))
+    return total
 
 
 def pause_after(batch_seconds: float, settings: Settings) -> float:

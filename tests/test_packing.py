@@ -182,7 +182,7 @@ def test_a_family_is_packed_only_once_every_job_of_it_has_ended_and_a_purge_take
 SWEEP = """
 import sys
 from models.db import Database
-from models.packing import pack_ended
+from models.retention import pack_ended
 from models.settings import Settings
 pack_ended(Database(sys.argv[1]), Settings(retention_pause_seconds=0.2, retention_pause_ratio=0), seconds=600)
 """

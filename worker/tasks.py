@@ -14,8 +14,7 @@ from celery.signals import worker_init, worker_process_init
 from celery.utils.saferepr import saferepr
 from sqlalchemy import select
 
-from models.packing import pack_ended
-from models.retention import sweep
+from models.retention import pack_ended, sweep
 from models.settings import get_settings
 from models.tables import Job, JobStatus, Tenant
 from worker.backoff import JITTER, backoff_delay
