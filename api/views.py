@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, defer
 
 from api.schemas import (
     ChildJob,
@@ -25,7 +25,7 @@ from models.continuation import continuation_of
 from models.endpoints import host_of
 from models.events import latest_event_id
 from models.history import read_calls
-from models.jobs import children_of, last_step
+from models.jobs import children_of
 from models.ledger import Spent, job_spending
 from models.reads import Reads, merged_reads, reads_from_calls
 from models.tables import Document, Job, Step
@@ -37,7 +37,7 @@ EXCERPT_CHARS = 120
 def job_view(session: Session, job: Job) -> JobView:
     children = children_of(session, job.id)
     names = [document.name for document in job.documents]
-    step = last_step(session, job.id)
+    step = last_request_of(session, job.id)
     # Subagents read the job's documents on its behalf: their reads count as the job's progress. Kept as steps
     # commit; a job from before that reads its messages, unless they were purged, which left the names behind.
     reads = merged_reads([job, *children])
@@ -71,7 +71,7 @@ def job_view(session: Session, job: Job) -> JobView:
         cost=job_cost(session, job),
         retries=job.retries,
         limits=Limits.model_validate(job),
-        last_request=None if step is None else last_request(step),
+        last_request=step,
         final_answer=job.final_answer,
         error=job.error,
         created_at=job.created_at,
@@ -150,7 +150,15 @@ def split(spent: Spent) -> CostSplit:
     )
 
 
-def last_request(step: Step) -> LastRequest:
+def last_request_of(session: Session, job_id: int) -> LastRequest | None:
+    """The job's last request, as its last step recorded it. The results it cleared are counted by the database:
+    a long job's list of them would otherwise be read at every view, its cost growing with the job's steps."""
+    length = func.jsonb_array_length if session.get_bind().dialect.name == "postgresql" else func.json_array_length
+    query = select(Step, length(Step.cleared)).options(defer(Step.cleared)).where(Step.job_id == job_id)
+    found = session.execute(query.order_by(Step.step.desc()).limit(1)).first()
+    if found is None:
+        return None
+    step, cleared = found
     return LastRequest(
         step=step.step,
         stage=step.stage,
@@ -159,7 +167,7 @@ def last_request(step: Step) -> LastRequest:
         estimated_tokens=step.estimated_tokens,
         reported_input_tokens=step.reported_input_tokens,
         messages_sent=step.messages_sent,
-        cleared=len(step.cleared),
+        cleared=int(cleared or 0),
         dropped=step.dropped,
         stop_reason=step.stop_reason,
         created_at=step.created_at,
