@@ -1,16 +1,23 @@
-"""The baseline of ``bench.fleet_throughput``: plain Celery chains of no-op tasks, run by workers of the step
-worker's own Celery app (``celery -A bench.noop_chain:app worker``): the same broker, the same settings (late acks,
-prefetch 1, priorities), so that what differs from a job's steps is Plimsoll's own work. The last task of each
-chain pushes the chain's name to a Redis list, which the benchmark waits on."""
+"""The baselines of ``bench.fleet_throughput``: plain Celery chains of no-op tasks, and chains whose every task
+makes one model call and nothing else, run by workers of the step worker's own Celery app (``celery -A
+bench.noop_chain:app worker``): the same broker, the same settings (late acks, prefetch 1, priorities), so that
+what differs from a job's steps is Plimsoll's own work. The last task of each chain pushes the chain's name to a
+Redis list, which the benchmark waits on."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from typing import Any
 
 import redis
 from celery import Celery, chain
 
 from worker.celery_app import app
+from worker.providers.anthropic import AnthropicProvider
 
 NOOP_TASK = "bench.noop"
+MODEL_CALL_TASK = "bench.model_call"
 DONE_TASK = "bench.chain_done"
 
 
@@ -18,22 +25,42 @@ def noop() -> None:
     """Nothing: a link of the chain."""
 
 
-def chain_done(redis_url: str, key: str, name: str) -> None:
-    """The chain's last link: tells the benchmark it has ended."""
+@cache
+def _provider(base_url: str) -> AnthropicProvider:
+    return AnthropicProvider(api_key="bench", base_url=base_url)
+
+
+def model_call(base_url: str, request: dict[str, Any]) -> None:
+    """One model call through the step's own adapter (the official SDK), and nothing else: a link of the chain."""
+    _provider(base_url).send(**request)
+
+
+def chain_done(redis_url: str, key: str, name: str, task: str, args: list[Any]) -> None:
+    """The chain's last link: does the link's work (``task`` with ``args``), then tells the benchmark it has
+    ended."""
+    LINKS[task](*args)
     with redis.Redis.from_url(redis_url) as client:
         client.rpush(key, name)
 
 
+LINKS: dict[str, Callable[..., None]] = {NOOP_TASK: noop, MODEL_CALL_TASK: model_call}
+
+
 def register(celery: Celery) -> None:
     celery.task(name=NOOP_TASK, ignore_result=True)(noop)
+    celery.task(name=MODEL_CALL_TASK, ignore_result=True)(model_call)
     celery.task(name=DONE_TASK, ignore_result=True)(chain_done)
 
 
 register(app)
 
 
-def send_chain(celery: Celery, *, queue: str, links: int, redis_url: str, key: str, name: str) -> None:
-    """A chain of ``links`` tasks on ``queue``: ``links - 1`` no-ops, then the one that says it ended."""
-    tasks = [celery.signature(NOOP_TASK, immutable=True, queue=queue) for _ in range(links - 1)]
-    tasks.append(celery.signature(DONE_TASK, (redis_url, key, name), immutable=True, queue=queue))
+def send_chain(
+    celery: Celery, *, queue: str, links: int, redis_url: str, key: str, name: str, link: tuple[str, tuple[Any, ...]]
+) -> None:
+    """A chain of ``links`` tasks on ``queue``, each doing ``link``'s work (a task's name, its arguments); the last
+    one also says the chain ended."""
+    task, args = link
+    tasks = [celery.signature(task, args, immutable=True, queue=queue) for _ in range(links - 1)]
+    tasks.append(celery.signature(DONE_TASK, (redis_url, key, name, task, list(args)), immutable=True, queue=queue))
     chain(*tasks).apply_async()

@@ -12,8 +12,8 @@ from bench import fleet_throughput
 
 pytestmark = pytest.mark.worker  # worker processes of their own
 
-# Measured and reported NOT MET (bench/results/fleet_throughput.md, README): a step is about 21 SQL statements in
-# three transactions against one message for a no-op task.
+# Measured and reported NOT MET (bench/results/fleet_throughput.md, README): on this machine even a task that only
+# calls the model, as a step does, stays under the goal's ratio (the report's ceiling).
 KNOWN_NOT_MET = "steps per second at zero model latency"
 
 
@@ -24,6 +24,7 @@ def test_the_fleet_meets_its_throughput_goals() -> None:
     assert result.fleet.steps == result.fleet.jobs * (fleet_throughput.SCALED.documents + 1), report
     assert result.fleet.phases["task"][0] >= result.fleet.steps, report  # every delivery timed its parts
     assert result.backlog.still_queued > 0, report  # the backlog did outlast the lease: the reconciler looked
+    assert result.fleet.per_second < result.model_calls.per_second, report  # a step makes that call and more
     unmet = [goal.text for goal in fleet_throughput.goals(result) if goal.met is not True]
     assert [text for text in unmet if not text.startswith(KNOWN_NOT_MET)] == [], report
     if unmet:  # reported as xfailed, never as passed: issue 39 stays open until it is met
