@@ -7,7 +7,9 @@ every size sees the same drift), in a process that has run a job of its own firs
 Each step records its own overhead: planning, loading the bodies it sends, storing the reply and the tool
 results, in their transactions. The baseline, measured in the same run for each timed step, is PostgreSQL alone
 (psycopg, no ORM) reading the rows a step planned from scratch needs: every outline of the job and the bodies
-that step sent.
+that step sent. Beside it, not judged: the writes any durable step makes (its lease taken in the reads'
+transaction; the tool's page read; the reply and the tool result, the step's record, its charge and its event
+inserted, the job's row updated, in a second transaction), by psycopg alone, into a scratch job.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
@@ -62,6 +65,7 @@ class Measured:
     ours: list[float]  # ms in our code, per timed step
     postgres: list[float]  # ms of PostgreSQL alone for the same rows, per timed step
     steps: list[Step]
+    written: list[float]  # ms of PostgreSQL alone for a step's writes, per timed step
 
     @property
     def ratio(self) -> float:
@@ -111,23 +115,118 @@ def postgres_alone(url: str, job_id: int, stored: int, step: Step) -> float:
     """Milliseconds for psycopg to read what a step planned from scratch reads: the outlines of the ``stored``
     messages it planned over, then the bodies it sent (those kept, but for messages of cleared results only)."""
     with psycopg.connect(url) as connection:
-        opened = time.perf_counter()
-        outlines = connection.execute(
-            "SELECT outline FROM messages WHERE job_id = %s AND seq < %s ORDER BY seq", (job_id, stored)
-        ).fetchall()
-        listed = time.perf_counter()
-        cleared = set(step.cleared)
-        sent = [
-            seq
-            for seq in [0, *range(step.dropped + 1, len(outlines))]
-            if outlines[seq][0].get("has_text") or not all(r[0] in cleared for r in outlines[seq][0].get("results", ()))
-        ]
-        chosen = time.perf_counter()
-        connection.execute(
-            "SELECT seq, role, content FROM messages WHERE job_id = %s AND seq = ANY(%s)", (job_id, sent)
-        ).fetchall()
-        done = time.perf_counter()
+        return _reads(connection, job_id, stored, step)
+
+
+def _reads(connection: psycopg.Connection[Any], job_id: int, stored: int, step: Step) -> float:
+    opened = time.perf_counter()
+    outlines = connection.execute(
+        "SELECT outline FROM messages WHERE job_id = %s AND seq < %s ORDER BY seq", (job_id, stored)
+    ).fetchall()
+    listed = time.perf_counter()
+    cleared = set(step.cleared)
+    sent = [
+        seq
+        for seq in [0, *range(step.dropped + 1, len(outlines))]
+        if outlines[seq][0].get("has_text") or not all(r[0] in cleared for r in outlines[seq][0].get("results", ()))
+    ]
+    chosen = time.perf_counter()
+    connection.execute(
+        "SELECT seq, role, content FROM messages WHERE job_id = %s AND seq = ANY(%s)", (job_id, sent)
+    ).fetchall()
+    done = time.perf_counter()
     return ((listed - opened) + (done - chosen)) * 1000
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """Where the writes of ``with_writes`` go: a job of the measured job's tenant, and a page to read."""
+
+    job_id: int
+    tenant_id: int
+    document_id: int
+
+
+def scratch_for(database: Database, job_id: int) -> Scratch:
+    with database.session() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        document_id = min(link.document_id for link in job.documents)
+        scratch = create_job(session, tenant_id=job.tenant_id, instruction="Scratch.", kind=JobKind.SUBAGENT)
+        return Scratch(scratch.id, job.tenant_id, document_id)
+
+
+def writes_alone(url: str, job_id: int, stored: int, step: Step, scratch: Scratch) -> float:
+    """Milliseconds for psycopg to make the writes any durable step makes: the lease taken in the transaction of
+    ``postgres_alone``'s reads (their time not counted); the tool's page read; then, in one transaction, the reply
+    and the tool result (the step's own two messages, as stored), the step's record, its charge and its event
+    inserted and the job's row updated. The writes go to ``scratch``, so the measured job's history is left as it
+    was. Its time ends before the last commit, as a step's does (it records its time in the store's
+    transaction)."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        written = connection.execute(
+            "SELECT step, role, content, token_estimate, outline FROM messages WHERE job_id = %s AND seq >= %s "
+            "ORDER BY seq LIMIT 2",
+            (job_id, stored),
+        ).fetchall()
+        seq = connection.execute("SELECT count(*) FROM messages WHERE job_id = %s", (scratch.job_id,)).fetchone()
+        began = time.perf_counter()
+        with connection.transaction():
+            connection.execute(
+                "UPDATE jobs SET lease_owner = %s, lease_until = now() + interval '30 seconds' WHERE id = %s",
+                (uuid.uuid4().hex, scratch.job_id),
+            )
+            reading = time.perf_counter()
+            _reads(connection, job_id, stored, step)
+            reads = (time.perf_counter() - reading) * 1000
+        connection.execute(
+            "SELECT substr(content, 1, 8000) FROM documents WHERE id = %s AND tenant_id = %s",
+            (scratch.document_id, scratch.tenant_id),
+        ).fetchone()
+        with connection.transaction():
+            first = int(seq[0]) if seq else 0
+            connection.execute(
+                "INSERT INTO messages (job_id, seq, step, role, content, token_estimate, outline, created_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, now()), (%s, %s, %s, %s, %s, %s, %s, now())",
+                [
+                    value
+                    for n, (number, role, content, estimate, outline) in enumerate(written)
+                    for value in (scratch.job_id, first + n, number, role, Jsonb(content), estimate, Jsonb(outline))
+                ],
+            )
+            connection.execute(
+                "INSERT INTO steps (job_id, step, stage, planning_budget, calibration_factor, estimated_tokens, "
+                "reported_input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, messages_sent, cleared, "
+                "dropped, stop_reason, overhead_ms, created_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())",
+                (
+                    scratch.job_id, step.step, step.stage, step.planning_budget, step.calibration_factor,
+                    step.estimated_tokens, step.reported_input_tokens, step.cache_read_tokens,
+                    step.cache_write_tokens, step.output_tokens, step.messages_sent, Jsonb(step.cleared),
+                    step.dropped, step.stop_reason, step.overhead_ms,
+                ),
+            )  # fmt: skip
+            connection.execute(
+                "INSERT INTO charges (tenant_id, job_id, main_job_id, step, kind, model, prices, uncached_tokens, "
+                "cache_write_tokens, cache_read_tokens, output_tokens, uncached_usd, cache_write_usd, cache_read_usd, "
+                "output_usd, total_usd, delivery, created_at) "
+                "VALUES (%s, %s, %s, %s, 'used', 'plimsoll-emulator', %s, %s, 0, 0, %s, 0, 0, 0, 0, 0, %s, now())",
+                (
+                    scratch.tenant_id, scratch.job_id, scratch.job_id, step.step, Jsonb({"priced_as": "free"}),
+                    step.reported_input_tokens or 0, step.output_tokens, uuid.uuid4().hex,
+                ),
+            )  # fmt: skip
+            connection.execute(
+                "INSERT INTO events (tenant_id, job_id, type, data, created_at) VALUES (%s, %s, 'step', %s, now())",
+                (scratch.tenant_id, scratch.job_id, Jsonb({"step": step.step, "stage": step.stage})),
+            )
+            connection.execute(
+                "UPDATE jobs SET step = step + 1, lease_owner = NULL, lease_until = NULL, "
+                "input_tokens = input_tokens + %s, output_tokens = output_tokens + %s WHERE id = %s",
+                (step.reported_input_tokens or 0, step.output_tokens, scratch.job_id),
+            )
+            ended = time.perf_counter()  # before the commit, as a step's own time is taken before its store's
+    return (ended - began) * 1000 - reads
 
 
 def measure(
@@ -162,7 +261,9 @@ def _timed(database: Database, url: str, stored: int, job_id: int, counts: list[
     if len(timed) != len(counts):
         raise RuntimeError(f"the job ended before its steps could be timed: {job.status} {job.error or ''}")
     postgres = [postgres_alone(url, job_id, count, step) for count, step in zip(counts, timed, strict=True)]
-    return Measured(stored, [s.overhead_ms for s in timed], postgres, timed)
+    scratch = scratch_for(database, job_id)
+    written = [writes_alone(url, job_id, count, step, scratch) for count, step in zip(counts, timed, strict=True)]
+    return Measured(stored, [s.overhead_ms for s in timed], postgres, timed, written)
 
 
 @contextmanager
@@ -213,6 +314,8 @@ def report(rows: Sequence[Measured]) -> str:
             f"{min(m.ours):.1f} – {max(m.ours):.1f}",
             f"{statistics.median(m.postgres):.1f}",
             f"{m.ratio:.2f}×",
+            f"{statistics.median(m.written):.1f}",
+            f"{statistics.median(m.written) / (RATIO_GOAL * statistics.median(m.postgres)):.0%}",
             f"{statistics.median(s.messages_sent for s in m.steps):.0f}",
             f"{statistics.median(len(s.cleared) for s in m.steps):.0f}",
             ", ".join(sorted({s.stage for s in m.steps})),
@@ -220,10 +323,17 @@ def report(rows: Sequence[Measured]) -> str:
         for m in rows
     ]
     header = ["stored messages", "our code, median ms", "range ms", "PostgreSQL alone, median ms", "ratio"]
+    written = ["a step's writes alone, median ms", f"of the goal's {RATIO_GOAL}× PostgreSQL alone"]
     return "\n".join(
         [
             "## Time in our code per step (PostgreSQL, the model's reply excluded)\n",
-            table([*header, "messages sent", "results cleared", "stage"], lines),
+            table([*header, *written, "messages sent", "results cleared", "stage"], lines),
+            "",
+            "*PostgreSQL alone* reads what a step planned from scratch reads (the goals' baseline). *A step's writes "
+            "alone* are what any durable step writes, by psycopg alone (its lease taken, the tool's page read, its "
+            "two messages, record, charge and event inserted and the job's row updated, in two transactions, timed "
+            "to the second one's commit, as a step times itself); beside them, the share they take of the time the "
+            "goal allows a whole step.",
             "\n## Goals\n",
             render_goals(goals(rows)),
         ]
