@@ -201,7 +201,7 @@ def step_request(workload: Workload) -> dict[str, Any]:
 def chains(workload: Workload, links: int, link: tuple[str, tuple[Any, ...]]) -> ChainRun:
     """``workload.jobs`` chains of ``links`` tasks doing ``link``'s work, at once on the fleet's workers; their
     wall time."""
-    queue = f"plimsoll-noop-{uuid.uuid4().hex[:8]}"
+    queue = f"plimsoll-chain-{uuid.uuid4().hex[:8]}"
     done = f"{queue}:done"
     client = redis.Redis.from_url(REDIS_URL)
     env = worker_environment("postgresql+psycopg://unused@127.0.0.1/unused", queue, "http://unused", API_KEY)

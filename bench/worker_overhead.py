@@ -140,7 +140,7 @@ def _reads(connection: psycopg.Connection[Any], job_id: int, stored: int, step: 
 
 @dataclass(frozen=True)
 class Scratch:
-    """Where the writes of ``with_writes`` go: a job of the measured job's tenant, and a page to read."""
+    """Where the writes of ``writes_alone`` go: a job of the measured job's tenant, and a page to read."""
 
     job_id: int
     tenant_id: int
