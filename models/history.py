@@ -43,7 +43,7 @@ def append_messages(session: Session, job: Job, messages: Sequence[dict[str, Any
         )
     session.add_all(rows)
     session.flush()
-    fold_reads(job, rows)
+    fold_reads(session, job, rows)
     return rows
 
 

@@ -8,7 +8,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from models.tables import Job, Message
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from models.tables import Job, JobDocument, Message
 
 READ_DOCUMENT = "read_document"
 
@@ -20,24 +23,33 @@ class Reads:
     pages_of_last: int  # distinct offsets asked of that document
 
 
-def fold_reads(job: Job, messages: Sequence[Message]) -> None:
+def fold_reads(session: Session, job: Job, messages: Sequence[Message]) -> None:
     """Add the read calls of ``messages`` (just stored, with ids) to ``job.reads``. Only the job's documents are
     kept, each with its distinct offsets: what is kept grows with the pages read, never with the steps."""
     if job.reads is None:
         return
-    names = {d.name for d in job.documents}
+    calls = [
+        (name, offset, message.id)
+        for message in messages
+        if message.role == "assistant"
+        for name, offset in read_document_calls(message.content)
+    ]
+    if not calls:
+        return
+    # Only the names called are looked up: a job may have many documents, and a step reads one or two.
+    called = {name for name, _, _ in calls}
+    names = set(
+        session.scalars(select(JobDocument.name).where(JobDocument.job_id == job.id, JobDocument.name.in_(called)))
+    )
     first: dict[str, int] = dict(job.reads.get("first", {}))
     offsets: dict[str, list[int]] = {k: list(v) for k, v in job.reads.get("offsets", {}).items()}
     last = job.reads.get("last")
-    for message in messages:
-        if message.role != "assistant":
-            continue
-        for name, offset in read_document_calls(message.content):
-            last = [name, offset, message.id]
-            if name in names:
-                first.setdefault(name, message.id)
-                if offset not in offsets.setdefault(name, []):
-                    offsets[name].append(offset)
+    for name, offset, message_id in calls:
+        last = [name, offset, message_id]
+        if name in names:
+            first.setdefault(name, message_id)
+            if offset not in offsets.setdefault(name, []):
+                offsets[name].append(offset)
     job.reads = {"first": first, "offsets": offsets, "last": last}  # a new object: the change is seen
 
 
