@@ -47,9 +47,8 @@ LINKS: dict[str, Callable[..., None]] = {NOOP_TASK: noop, MODEL_CALL_TASK: model
 
 
 def register(celery: Celery) -> None:
-    celery.task(name=NOOP_TASK, ignore_result=True)(noop)
-    celery.task(name=MODEL_CALL_TASK, ignore_result=True)(model_call)
-    celery.task(name=DONE_TASK, ignore_result=True)(chain_done)
+    for name, work in {**LINKS, DONE_TASK: chain_done}.items():
+        celery.task(name=name, ignore_result=True)(work)
 
 
 register(app)

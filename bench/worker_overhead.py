@@ -169,7 +169,7 @@ def writes_alone(url: str, job_id: int, stored: int, step: Step, scratch: Scratc
             "ORDER BY seq LIMIT 2",
             (job_id, stored),
         ).fetchall()
-        seq = connection.execute("SELECT count(*) FROM messages WHERE job_id = %s", (scratch.job_id,)).fetchone()
+        [(first,)] = connection.execute("SELECT count(*) FROM messages WHERE job_id = %s", (scratch.job_id,))
         began = time.perf_counter()
         with connection.transaction():
             connection.execute(
@@ -184,7 +184,6 @@ def writes_alone(url: str, job_id: int, stored: int, step: Step, scratch: Scratc
             (scratch.document_id, scratch.tenant_id),
         ).fetchone()
         with connection.transaction():
-            first = int(seq[0]) if seq else 0
             connection.execute(
                 "INSERT INTO messages (job_id, seq, step, role, content, token_estimate, outline, created_at) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, now()), (%s, %s, %s, %s, %s, %s, %s, now())",
