@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import bindparam, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from models.settings import get_settings
@@ -44,11 +44,20 @@ def record(session: Session, job: Job, type: EventType, data: dict[str, Any]) ->
     return event
 
 
+_CUT = (  # the newest event of the job not kept
+    select(Event.id)
+    .where(Event.job_id == bindparam("job_id"))
+    .order_by(Event.id.desc())
+    .offset(bindparam("kept"))
+    .limit(1)
+)
+
+
 def keep_last(session: Session, job_id: int, kept: int) -> None:
     """Keep the job's last ``kept`` events: the one before them becomes the gap, saying up to which id the older
     ones went, and the older ones (an earlier gap among them) are deleted. A client resuming from before the gap
     reads it first, then the oldest kept."""
-    cut = session.scalar(select(Event.id).where(Event.job_id == job_id).order_by(Event.id.desc()).offset(kept).limit(1))
+    cut = session.scalar(_CUT, {"job_id": job_id, "kept": kept})
     if cut is None:
         return
     session.execute(delete(Event).where(Event.job_id == job_id, Event.id < cut))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import and_, case, func, literal, or_, select, text
+from sqlalchemy import ColumnElement, Select, and_, bindparam, case, func, literal, or_, select, text
 from sqlalchemy.orm import Session
 
 from models.catalogue import MIN_BUDGET, ModelSpec, Provider, UnknownModel, model_spec, retired_refusal
@@ -196,8 +196,11 @@ def job_of(session: Session, *, tenant_id: int, job_id: int) -> Job:
     return job
 
 
+_LAST_STEP = select(Step).where(Step.job_id == bindparam("job_id")).order_by(Step.step.desc()).limit(1)
+
+
 def last_step(session: Session, job_id: int) -> Step | None:
-    return session.scalar(select(Step).where(Step.job_id == job_id).order_by(Step.step.desc()).limit(1))
+    return session.scalar(_LAST_STEP, {"job_id": job_id})
 
 
 def steps_of(session: Session, job_id: int) -> list[Step]:
@@ -228,21 +231,30 @@ def lock_family(session: Session, job_id: int) -> None:
     session.execute(_LOCK_FAMILY, {"space": FAMILY_LOCK, "id": job_id})
 
 
+def _family_use(in_flight: ColumnElement[int]) -> Select[int, int]:
+    return select(
+        func.coalesce(func.sum(Job.step + in_flight), 0),
+        func.coalesce(func.sum(Job.input_tokens + Job.cache_read_tokens + Job.cache_write_tokens), 0),
+    ).where(or_(Job.id == bindparam("main"), Job.parent_id == bindparam("main")))
+
+
+_FAMILY_USE = _family_use(literal(0))
+_FAMILY_USE_IN_FLIGHT = _family_use(
+    case(
+        (and_(Job.id != bindparam("besides"), Job.lease_owner.is_not(None), Job.lease_until > bindparam("at")), 1),
+        else_=0,
+    )
+)
+
+
 def family_use(session: Session, main_job_id: int, *, besides: int | None = None) -> FamilyUse:
     """The steps and input tokens (cached or not) of a main job and all its subagents. With ``besides``, a step
     another job of the family holds the lease of (sent, its reply not yet stored) counts as taken."""
-    at = now()
-    in_flight = (
-        case((and_(Job.id != besides, Job.lease_owner.is_not(None), Job.lease_until > at), 1), else_=0)
-        if besides is not None
-        else literal(0)
-    )
-    steps, tokens = session.execute(
-        select(
-            func.coalesce(func.sum(Job.step + in_flight), 0),
-            func.coalesce(func.sum(Job.input_tokens + Job.cache_read_tokens + Job.cache_write_tokens), 0),
-        ).where(or_(Job.id == main_job_id, Job.parent_id == main_job_id))
-    ).one()
+    if besides is None:
+        steps, tokens = session.execute(_FAMILY_USE, {"main": main_job_id}).one()
+    else:
+        params = {"main": main_job_id, "besides": besides, "at": now()}
+        steps, tokens = session.execute(_FAMILY_USE_IN_FLIGHT, params).one()
     return FamilyUse(int(steps), int(tokens))
 
 

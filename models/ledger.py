@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
+from typing import Protocol
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -26,9 +27,22 @@ class ChargeKind(enum.StrEnum):
     REFUSED = "refused"  # a 429 or a refusal: billed nothing
 
 
+class Payer(Protocol):
+    """What a charge takes from its job: a ``Job``, or a row of these columns."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def tenant_id(self) -> int: ...
+    @property
+    def parent_id(self) -> int | None: ...
+    @property
+    def model(self) -> str: ...
+
+
 def record_charge(
     session: Session,
-    job: Job,
+    job: Payer,
     *,
     step: int,
     kind: ChargeKind,

@@ -5,7 +5,9 @@ at one endpoint is used at another."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
+from sqlalchemy import bindparam
 from sqlalchemy.dialects.postgresql import insert as postgres_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -21,17 +23,23 @@ def endpoint_of(job: Job) -> str:
     return job.endpoint if job.endpoint is not None else UNKNOWN_ENDPOINT
 
 
+_KEY = ["endpoint", "model"]
+_LOCKED: dict[str, Any] = {"updated_at": bindparam("at")}  # on conflict: the row locked, as an update would
+_UPSERTS = {  # built once, as a step's statements are
+    "postgresql": postgres_insert(ModelFacts)
+    .on_conflict_do_update(index_elements=_KEY, set_=_LOCKED)
+    .returning(ModelFacts),
+    "sqlite": sqlite_insert(ModelFacts).on_conflict_do_update(index_elements=_KEY, set_=_LOCKED).returning(ModelFacts),
+}
+
+
 def facts_of(session: Session, endpoint: str, model: str, profile: str) -> ModelFacts:
     """The model's row at ``endpoint``, locked for this transaction: one upsert makes it on first use or locks
     the existing one (concurrent makers both succeed, and both get the row)."""
-    insert = postgres_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    upsert = (
-        insert(ModelFacts)
-        .values(endpoint=endpoint, model=model, profile=profile, calibration={}, updated_at=now())
-        .on_conflict_do_update(index_elements=["endpoint", "model"], set_={"updated_at": now()})
-        .returning(ModelFacts)
-    )
-    facts = session.scalars(upsert, execution_options={"populate_existing": True}).one()
+    at = now()
+    row = {"endpoint": endpoint, "model": model, "profile": profile, "calibration": {}, "updated_at": at, "at": at}
+    upsert = _UPSERTS[session.get_bind().dialect.name]
+    facts = session.scalars(upsert, row, execution_options={"populate_existing": True}).one()
     if facts.profile != profile:  # the catalogue gave the model another profile: what was learned is for the old one
         facts.profile, facts.calibration = profile, {}
     return facts

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from models.tables import Job, JobDocument, Message
@@ -21,6 +21,11 @@ class Reads:
     documents: list[str]  # the job's documents read, in the order first asked
     last: tuple[str, int] | None  # the document asked for last (any name) and the offset asked
     pages_of_last: int  # distinct offsets asked of that document
+
+
+_DOCUMENTS_NAMED = select(JobDocument.name).where(
+    JobDocument.job_id == bindparam("job_id"), JobDocument.name.in_(bindparam("names", expanding=True))
+)
 
 
 def fold_reads(session: Session, job: Job, messages: Sequence[Message]) -> None:
@@ -38,9 +43,7 @@ def fold_reads(session: Session, job: Job, messages: Sequence[Message]) -> None:
         return
     # Only the names called are looked up: a job may have many documents, and a step reads one or two.
     called = {name for name, _, _ in calls}
-    names = set(
-        session.scalars(select(JobDocument.name).where(JobDocument.job_id == job.id, JobDocument.name.in_(called)))
-    )
+    names = set(session.scalars(_DOCUMENTS_NAMED, {"job_id": job.id, "names": sorted(called)}))
     first: dict[str, int] = dict(job.reads.get("first", {}))
     offsets: dict[str, list[int]] = {k: list(v) for k, v in job.reads.get("offsets", {}).items()}
     last = job.reads.get("last")

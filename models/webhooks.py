@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy import bindparam, select
 from sqlalchemy import event as orm_event
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from models.events import EventType
@@ -89,10 +89,16 @@ def add_endpoint(session: Session, *, tenant_id: int, url: str, event_types: Ite
     return endpoint
 
 
+_ENDPOINTS = (
+    select(WebhookEndpoint)
+    .where(WebhookEndpoint.tenant_id == bindparam("tenant_id"), WebhookEndpoint.removed_at.is_(None))
+    .order_by(WebhookEndpoint.id)
+)
+
+
 def endpoints_of(session: Session, tenant_id: int) -> list[WebhookEndpoint]:
     """The tenant's endpoints that are not removed, oldest first."""
-    query = select(WebhookEndpoint).where(WebhookEndpoint.tenant_id == tenant_id, WebhookEndpoint.removed_at.is_(None))
-    return list(session.scalars(query.order_by(WebhookEndpoint.id)))
+    return list(session.scalars(_ENDPOINTS, {"tenant_id": tenant_id}))
 
 
 def payload_type(event: Event, subscribed: list[Any]) -> str | None:

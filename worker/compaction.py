@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property, partial
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from models.tables import Job, Step, Strategy, now
@@ -71,9 +71,13 @@ class Composed:
     max_tokens: int | None = None
 
 
+_LATEST_SUMMARY = (
+    select(SummaryRow).where(SummaryRow.job_id == bindparam("job_id")).order_by(SummaryRow.step.desc()).limit(1)
+)
+
+
 def latest_summary(session: Session, job_id: int) -> SummaryRow | None:
-    query = select(SummaryRow).where(SummaryRow.job_id == job_id).order_by(SummaryRow.step.desc()).limit(1)
-    return session.scalar(query)
+    return session.scalar(_LATEST_SUMMARY, {"job_id": job_id})
 
 
 def compose(

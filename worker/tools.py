@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import Session
 
 from models.pages import PageResult
@@ -96,13 +96,18 @@ def _job_documents(job: Job, *columns: Any) -> Select[Any]:
     )
 
 
+_DOCUMENT_NAMED = (  # the columns a page needs, no Document object
+    select(Document.id, Document.chars, Document.content)
+    .join(JobDocument)
+    .where(JobDocument.job_id == bindparam("job_id"), JobDocument.name == bindparam("name"))
+)
+
+
 def _read(session: Session, job: Job, tool_use_id: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
     name, offset = arguments.get("name"), arguments.get("offset", 0)
     if not isinstance(name, str):
         return result(tool_use_id, "read_document needs a document `name`.", error=True)
-    document = session.scalar(
-        select(Document).join(JobDocument).where(JobDocument.job_id == job.id, JobDocument.name == name)
-    )
+    document = session.execute(_DOCUMENT_NAMED, {"job_id": job.id, "name": name}).one_or_none()
     if document is None:
         known = ", ".join(session.scalars(_job_documents(job))) or "none"
         return result(tool_use_id, f"No document named {name!r} in this task. Documents: {known}.", error=True)

@@ -18,10 +18,10 @@ from decimal import Decimal
 from functools import partial
 
 import redis
-from sqlalchemy import ColumnElement, update
+from sqlalchemy import ColumnElement, Update, bindparam, select, update
 from sqlalchemy.orm import Session
 
-from models.ledger import ChargeKind, record_charge
+from models.ledger import ChargeKind, Payer, record_charge
 from models.pricing import Prices, Rates, Unpriced, prices_of
 from models.settings import Settings
 from models.tables import Charge, Job
@@ -67,6 +67,13 @@ class Unrecorded:
     output: int
 
 
+_PAYER = (  # locked: after a store of the same step, never beside it; the columns a charge needs, no Job object
+    select(Job.id, Job.tenant_id, Job.parent_id, Job.model, Job.step, Job.status)
+    .where(Job.id == bindparam("job_id"))
+    .with_for_update()
+)
+
+
 def charge_reply(
     planned: Planned, usage: Usage, request_id: str | None, *, job_id: int, services: Services
 ) -> Charged | None:
@@ -76,7 +83,7 @@ def charge_reply(
     and ``DatabaseUnavailable`` raised."""
 
     def work(session: Session) -> Charged | None:
-        job = session.get(Job, job_id, with_for_update=True)  # after a store of the same step, never beside it
+        job = session.execute(_PAYER, {"job_id": job_id}).one_or_none()
         if job is None:
             return None
         used = job.step == planned.step and not job.status.finished
@@ -149,26 +156,36 @@ def charge_refusal(planned: Planned, *, job_id: int, services: Services) -> None
 
 def used_here(session: Session, job: Job, planned: Planned) -> None:
     """This delivery's reply to the step is the one stored: any other delivery's paid reply to it was paid in vain."""
-    _rekind(session, job.id, planned.step, Charge.delivery != planned.delivery)
+    session.execute(_WASTED_BY_OTHERS, {"of_job": job.id, "of_step": planned.step, "this": planned.delivery})
 
 
 def discarded_here(session: Session, job_id: int, planned: Planned) -> None:
     """This delivery's reply to the step is dropped (the step was done meanwhile, or the job ended): wasted."""
-    _rekind(session, job_id, planned.step, Charge.delivery == planned.delivery)
+    session.execute(_WASTED_HERE, {"of_job": job_id, "of_step": planned.step, "this": planned.delivery})
 
 
-def _rekind(session: Session, job_id: int, step: int, which: ColumnElement[bool]) -> None:
-    session.execute(
+def _wasted(which: ColumnElement[bool]) -> Update:
+    """The paid charges of a step's deliveries ``which`` re-kinded as wasted."""
+    return (
         update(Charge)
-        .where(Charge.job_id == job_id, Charge.step == step, Charge.kind.in_([k.value for k in PAID]), which)
+        .where(
+            Charge.job_id == bindparam("of_job"),  # not a column's name: an update's would be its SET
+            Charge.step == bindparam("of_step"),
+            Charge.kind.in_([k.value for k in PAID]),
+            which,
+        )
         .values(kind=ChargeKind.WASTED.value)
         .execution_options(synchronize_session=False)
     )
 
 
+_WASTED_BY_OTHERS = _wasted(Charge.delivery != bindparam("this"))
+_WASTED_HERE = _wasted(Charge.delivery == bindparam("this"))
+
+
 def _record(
     session: Session,
-    job: Job,
+    job: Payer,
     step: int,
     usage: Usage,
     request_id: str | None,
