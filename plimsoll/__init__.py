@@ -6,7 +6,17 @@ Pure Python, standard library only, no I/O.
 from plimsoll.calibration import Calibrator
 from plimsoll.economics import CachePlan, CacheView, Economy, fit_cached, plan_cached
 from plimsoll.estimate import Profile
-from plimsoll.fitting import DoesNotFit, Fit, Plan, apply_plan, bodies_needed, build_request, fit, plan
+from plimsoll.fitting import (
+    DoesNotFit,
+    Fit,
+    Plan,
+    apply_plan,
+    bodies_needed,
+    build_request,
+    fit,
+    plan,
+    request_from,
+)
 from plimsoll.messages import InvalidConversation, Outline, Result, estimate_message, outline
 from plimsoll.profiles import PROFILES, estimate_tokens, get_profile
 
@@ -34,4 +44,5 @@ __all__ = [
     "outline",
     "plan",
     "plan_cached",
+    "request_from",
 ]

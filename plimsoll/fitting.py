@@ -251,16 +251,18 @@ def apply_plan(messages: Sequence[Message], chosen: Plan) -> list[dict[str, Any]
     return request
 
 
-def bodies_needed(chosen: Plan, outlines: Sequence[Outline]) -> list[int]:
-    """Indices of the stored messages whose bodies the request needs. Messages that carry nothing but results
-    being cleared are rebuilt from their outlines, so their (often large) bodies are never loaded."""
+def bodies_needed(chosen: Plan, outlines: Sequence[Outline], *, start: int = 0) -> list[int]:
+    """Indices of the stored messages (from ``start`` on) whose bodies the request needs. Messages that carry
+    nothing but results being cleared are rebuilt from their outlines, so their (often large) bodies are never
+    loaded."""
     cleared = set(chosen.cleared)
     rebuilt = {
         i
         for i in chosen.cleared_in
-        if not outlines[i].has_text and all(r.tool_use_id in cleared for r in outlines[i].results)
+        if i >= start and not outlines[i].has_text and all(r.tool_use_id in cleared for r in outlines[i].results)
     }
-    return [i for i in chosen.kept(len(outlines)) if i not in rebuilt]
+    kept = chosen.kept(len(outlines)) if start == 0 else range(max(start, chosen.keep_from), len(outlines))
+    return [i for i in kept if i not in rebuilt]
 
 
 def build_request(chosen: Plan, outlines: Sequence[Outline], bodies: Mapping[int, Message]) -> list[dict[str, Any]]:
@@ -269,6 +271,22 @@ def build_request(chosen: Plan, outlines: Sequence[Outline], bodies: Mapping[int
     cleared; and only the messages the request keeps are built."""
     messages = _Rebuilt(outlines, bodies)
     return apply_plan(messages, replace(chosen, cleared_in=tuple(i for i in chosen.cleared_in if i in bodies)))
+
+
+def request_from(
+    chosen: Plan, outlines: Sequence[Outline], bodies: Mapping[int, Message], *, start: int
+) -> list[dict[str, Any]]:
+    """The messages :func:`build_request` builds for the outlines from ``start`` on (``start`` past
+    ``chosen.keep_from``), from the bodies of ``bodies_needed(chosen, outlines, start=start)``. The same plan's
+    request over the outlines before ``start``, followed by these, is its request over them all."""
+    messages = _Rebuilt(outlines, bodies)
+    built: list[Any] = messages[start:]
+    late = [i for i in chosen.cleared_in if i >= start and i in bodies]
+    if late:
+        cleared = set(chosen.cleared)
+        for index in late:
+            built[index - start] = _with_results_cleared(messages[index], cleared)
+    return built
 
 
 class _Rebuilt(Sequence[Message]):

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from models.tables import Job, Step, Strategy, now
 from models.tables import Summary as SummaryRow
-from plimsoll import Outline, Plan, bodies_needed, build_request
+from plimsoll import Outline, Plan, bodies_needed, build_request, request_from
 from plimsoll.compaction import (
     STAGE_1,
     Compaction,
@@ -37,7 +37,7 @@ from plimsoll.compaction import (
 from plimsoll.history import History
 from plimsoll.profiles import get_profile
 from worker.providers.base import Reply
-from worker.stored_history import HistoryCache
+from worker.stored_history import Built, HistoryCache
 
 # The summarize-everything baseline asks a separate summarizer, as LangChain's middleware does: no tools, its
 # own system prompt, so its requests share no prefix with the agent's.
@@ -115,8 +115,8 @@ def compose(
         )
     kept = len(every) - len(carried)
 
-    def bodies(plan: Plan, outlines: list[Outline]) -> dict[int, Any]:
-        needed = bodies_needed(plan, outlines)
+    def bodies(plan: Plan, outlines: list[Outline], start: int = 0) -> dict[int, Any]:
+        needed = bodies_needed(plan, outlines, start=start)
         seqs = [stored_index(i, summary) for i in needed]
         loaded = stored.histories.bodies(session, job.id, [s for s in seqs if s < kept])
         found = {i: loaded[s] if s < kept else carried[s - kept] for i, s in zip(needed, seqs, strict=True)}
@@ -125,12 +125,37 @@ def compose(
         return found
 
     if due is None:
-        return Composed(chosen, build_request(chosen, shown, bodies(chosen, shown)), breakpoints)
+        return Composed(chosen, _request(stored, job.id, chosen, shown, bodies, row), breakpoints)
     prefix = shown[: due.sent]
     request = with_instruction(build_request(due.request, prefix, bodies(due.request, prefix)), due)
     if due.replayed:
         return Composed(due.request, request, (), due, max_tokens=due.allowance)
     return Composed(due.request, request, (), due, SUMMARIZER_SYSTEM, [], max_tokens=due.allowance)
+
+
+def _request(
+    stored: Stored,
+    job_id: int,
+    chosen: Plan,
+    shown: list[Outline],
+    bodies: Callable[[Plan, list[Outline], int], dict[int, Any]],
+    row: SummaryRow | None,
+) -> list[dict[str, Any]]:
+    """The step's request. Where this process built the job's previous request under the same plan and summary,
+    it begins with what that one built from stored messages (they are the same: the index checked them), and only
+    the messages after them are built: under batched clearing most steps plan as the one before, and a long job's
+    request of thousands of messages is not built anew at each."""
+    upto = len(shown) - len(stored.carried)  # the stored messages in the view; the carried results follow
+    key = (row.id if row is not None else None, chosen.keep_from, chosen.note, chosen.cleared)
+    before = stored.histories.built(job_id, key)
+    if before is not None and chosen.keep_from <= before.upto <= upto:
+        start = before.upto
+        request = [*before.messages, *request_from(chosen, shown, bodies(chosen, shown, start), start=start)]
+    else:
+        request = build_request(chosen, shown, bodies(chosen, shown, 0))
+    if chosen.keep_from <= upto:
+        stored.histories.keep_built(job_id, Built(key, request[: len(request) - len(stored.carried)], upto))
+    return request
 
 
 def _previous(step: Step | None, row: SummaryRow | None) -> Previous | None:

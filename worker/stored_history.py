@@ -12,13 +12,16 @@ after it numbered on without a gap. Otherwise it reads the history afresh. A ste
 crash, finds nothing or an older prefix here and reads the rest; only committed rows are ever kept (a step reads
 them before it writes). What is not a message is read at every step as before: the job's summary (compaction),
 its calibration, its previous step. So a step plans exactly what it would plan from the database alone.
+
+It also keeps what the job's last request built from stored messages (``Built``): the next request under the same
+plan and summary begins with those messages and builds only the ones after them (worker/compaction.py).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +42,17 @@ class Kept:
     last_id: int = 0  # row id of the newest message read (0: none read)
     bodies: dict[int, dict[str, Any]] = field(default_factory=dict)  # by seq: those sent so far
     body_tokens: int = 0
+    request: Built | None = None  # the last request's messages built from stored ones
+
+
+@dataclass(frozen=True)
+class Built:
+    """The messages a request built from the job's stored messages before view index ``upto``, under a plan and
+    summary that ``key`` names: a request under the same key over more messages begins with these."""
+
+    key: Hashable
+    messages: list[dict[str, Any]]
+    upto: int
 
 
 class HistoryCache:
@@ -82,6 +96,18 @@ class HistoryCache:
             kept.body_tokens += sum(tokens[seq] for seq in loaded if seq < len(tokens))
             self._keep(job_id, kept)
         return {seq: kept.bodies[seq] for seq in wanted if seq in kept.bodies}
+
+    def built(self, job_id: int, key: Hashable) -> Built | None:
+        """What the job's last request under ``key`` built, if this process built it."""
+        with self._lock:
+            kept = self._kept.get(job_id)
+        return kept.request if kept is not None and kept.request is not None and kept.request.key == key else None
+
+    def keep_built(self, job_id: int, built: Built) -> None:
+        with self._lock:
+            kept = self._kept.get(job_id)
+            if kept is not None:
+                kept.request = built
 
     def forget(self, job_id: int) -> None:
         with self._lock:
