@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, bindparam, func, select
+from sqlalchemy import Row, bindparam, func, insert, select
 from sqlalchemy.orm import Session
 
 from models.counting import counting_profile
@@ -20,7 +20,13 @@ from models.tables import Job, Message, Summary
 from plimsoll import Outline, outline
 
 # The statements a step runs are built once: building one costs about 0.1 ms, more than PostgreSQL takes to run it.
-_NEXT_SEQ = select(func.coalesce(func.max(Message.seq) + 1, 0)).where(Message.job_id == bindparam("job_id"))
+# Those of a step's store do not flush the job's row first: it is written once, with the step's record.
+_NEXT_SEQ = (
+    select(func.coalesce(func.max(Message.seq) + 1, 0))
+    .where(Message.job_id == bindparam("job_id"))
+    .execution_options(autoflush=False)
+)
+_INSERT = insert(Message).returning(Message.id, sort_by_parameter_order=True).execution_options(autoflush=False)
 _OUTLINES_FROM = (
     select(Message.seq, Message.id, Message.outline)
     .where(Message.job_id == bindparam("job_id"), Message.seq >= bindparam("seq"))
@@ -28,31 +34,30 @@ _OUTLINES_FROM = (
 )
 
 
-def append_messages(session: Session, job: Job, messages: Sequence[dict[str, Any]], *, step: int) -> list[Message]:
+def append_messages(session: Session, job: Job, messages: Sequence[dict[str, Any]], *, step: int) -> None:
     """Store ``messages`` after the job's last one. The (job, seq) key makes a second writer of the same
     messages fail instead of storing them twice. Pages of documents are stored by reference (models/pages.py)
     unless the settings say otherwise; the estimate and the outline are of the text."""
-    next_seq = session.scalar(_NEXT_SEQ, {"job_id": job.id})
-    rows = []
+    next_seq = int(session.scalar(_NEXT_SEQ, {"job_id": job.id}) or 0)
     settings = get_settings()
     counting = counting_profile(job, settings)
+    rows = []
     for offset, message in enumerate(messages):
         shape = outline(message, counting)
+        content = message["content"]
         rows.append(
-            Message(
-                job_id=job.id,
-                seq=int(next_seq or 0) + offset,
-                step=step,
-                role=message["role"],
-                content=stored_content(message["content"]) if settings.pages_by_reference else message["content"],
-                token_estimate=shape.tokens,
-                outline=shape.to_dict(),
-            )
+            {
+                "job_id": job.id,
+                "seq": next_seq + offset,
+                "step": step,
+                "role": message["role"],
+                "content": stored_content(content) if settings.pages_by_reference else content,
+                "token_estimate": shape.tokens,
+                "outline": shape.to_dict(),
+            }
         )
-    session.add_all(rows)
-    session.flush()
-    fold_reads(session, job, rows)
-    return rows
+    ids = session.scalars(_INSERT, rows).all() if rows else []
+    fold_reads(session, job, list(zip(ids, messages, strict=True)))
 
 
 def message_index(session: Session, job_id: int) -> list[Outline]:

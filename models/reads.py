@@ -4,14 +4,14 @@ showing its progress reads no history. A subagent keeps its own; its main job's 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from models.tables import Job, JobDocument, Message
+from models.tables import Job, JobDocument
 
 READ_DOCUMENT = "read_document"
 
@@ -23,21 +23,24 @@ class Reads:
     pages_of_last: int  # distinct offsets asked of that document
 
 
-_DOCUMENTS_NAMED = select(JobDocument.name).where(
-    JobDocument.job_id == bindparam("job_id"), JobDocument.name.in_(bindparam("names", expanding=True))
+_DOCUMENTS_NAMED = (  # during a step's store: the job's row is not flushed first (models/history.py)
+    select(JobDocument.name)
+    .where(JobDocument.job_id == bindparam("job_id"), JobDocument.name.in_(bindparam("names", expanding=True)))
+    .execution_options(autoflush=False)
 )
 
 
-def fold_reads(session: Session, job: Job, messages: Sequence[Message]) -> None:
-    """Add the read calls of ``messages`` (just stored, with ids) to ``job.reads``. Only the job's documents are
-    kept, each with its distinct offsets: what is kept grows with the pages read, never with the steps."""
+def fold_reads(session: Session, job: Job, stored: Sequence[tuple[int, Mapping[str, Any]]]) -> None:
+    """Add the read calls of the messages just ``stored`` (each with its row id) to ``job.reads``. Only the job's
+    documents are kept, each with its distinct offsets: what is kept grows with the pages read, never with the
+    steps."""
     if job.reads is None:
         return
     calls = [
-        (name, offset, message.id)
-        for message in messages
-        if message.role == "assistant"
-        for name, offset in read_document_calls(message.content)
+        (name, offset, message_id)
+        for message_id, message in stored
+        if message["role"] == "assistant"
+        for name, offset in read_document_calls(message["content"])
     ]
     if not calls:
         return

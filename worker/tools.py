@@ -96,10 +96,11 @@ def _job_documents(job: Job, *columns: Any) -> Select[Any]:
     )
 
 
-_DOCUMENT_NAMED = (  # the columns a page needs, no Document object
+_DOCUMENT_NAMED = (  # the columns a page needs, no Document object; the step's job row is not flushed first
     select(Document.id, Document.chars, Document.content)
     .join(JobDocument)
     .where(JobDocument.job_id == bindparam("job_id"), JobDocument.name == bindparam("name"))
+    .execution_options(autoflush=False)
 )
 
 
