@@ -26,7 +26,11 @@ _NEXT_SEQ = (
     .where(Message.job_id == bindparam("job_id"))
     .execution_options(autoflush=False)
 )
-_INSERT = insert(Message).returning(Message.id, sort_by_parameter_order=True).execution_options(autoflush=False)
+_INSERT = (
+    insert(Message)
+    .returning(Message.id, sort_by_parameter_order=True)
+    .execution_options(autoflush=False, dml_strategy="raw")
+)
 _OUTLINES_FROM = (
     select(Message.seq, Message.id, Message.outline)
     .where(Message.job_id == bindparam("job_id"), Message.seq >= bindparam("seq"))
